@@ -1,0 +1,75 @@
+#pragma once
+// JSON experiment configs shared by tilemix-check and tilemix-bench.
+//
+// {
+//   "name": "ci", "description": "...",
+//   "defaults": { <case keys> },           // applied to every case
+//   "cases": [ { <case keys> }, ... ],     // optional; one empty case when absent
+//   "axes": { "<case key>": [v, ...] },    // optional cartesian product applied to every case
+//   "methods": ["tilemix", "flash_fp16"],  // bench only
+//   "timing": { "warmup": 3, ... }         // bench only
+// }
+// Case keys: name, batch, seq_len | lq, lk | seqlens_q, seqlens_k, hq, hk, d, causal,
+// softmax_scale, layout, ratio, seed, group ("auto" | int), block_m, block_n, words_file, mode,
+// state, accum, input {kind, seed, stddev, outlier_channels, outlier_scale, sink_scale,
+// local_bias, q, k, v, allow_nonfinite}, tolerance {emulator_vs_reference, gpu_vs_emulator,
+// gpu_vs_reference: {max_abs, mean_abs, rel_l2, min_cosine}}.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/inputs/inputs.hpp"
+#include "core/metrics.hpp"
+#include "core/problem.hpp"
+#include "core/routing/plan.hpp"
+
+namespace tilemix {
+
+struct CaseTolerances {
+  Tolerance emulator_vs_reference;
+  Tolerance gpu_vs_emulator;
+  Tolerance gpu_vs_reference;
+};
+
+struct CaseSpec {
+  std::string name;
+  std::string where;  // "file: $.cases[3]" for later errors
+  AttentionShape shape;
+  RoutingRequest routing;
+  Numerics numerics;
+  InputSpec input;
+  CaseTolerances tolerance;
+  nlohmann::json json;  // the merged case as read, saved with results
+};
+
+struct TimingSpec {
+  int warmup = 3;
+  int min_reps = 10;
+  int max_reps = 200;
+  double max_seconds = 2.0;   // per row
+  double noise = 0.01;        // stop once the relative std of the median is below this
+  bool rotate_inputs = true;  // rotate buffers (otherwise flush L2) between repetitions
+};
+
+struct ExperimentConfig {
+  std::string path;
+  std::string name;
+  std::string description;
+  std::vector<CaseSpec> cases;
+  std::vector<std::string> methods;
+  TimingSpec timing;
+  nlohmann::json json;  // the file as read (after --set overrides)
+};
+
+// Loads and validates a config. `overrides` are "key=v1,v2" strings that replace or add axes
+// (tilemix-bench --set). Throws InputError naming the file and JSON path.
+ExperimentConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+ExperimentConfig parse_config(const nlohmann::json& j, const std::string& path,
+                              const std::vector<std::string>& overrides = {});
+
+// Known bench methods (validated in configs).
+const std::vector<std::string>& known_methods();
+
+}  // namespace tilemix

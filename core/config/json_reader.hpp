@@ -1,0 +1,47 @@
+#pragma once
+// Strict JSON reading with paths: every error names the file and the JSON path ("$.cases[2].hq")
+// and what was expected; unknown keys, wrong types and unknown enum strings are errors.
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tilemix {
+
+class JsonObjectReader {
+ public:
+  // `file` prefixes every error; `path` is this object's JSON path.
+  JsonObjectReader(const nlohmann::json& obj, std::string file, std::string path);
+
+  bool has(const std::string& key) const;
+  std::string path_of(const std::string& key) const { return path_ + "." + key; }
+  std::string where(const std::string& key) const;  // "file: $.a.b"
+  const nlohmann::json& raw(const std::string& key);  // marks the key used
+
+  std::optional<int64_t> integer(const std::string& key);
+  std::optional<double> number(const std::string& key);
+  std::optional<bool> boolean(const std::string& key);
+  std::optional<std::string> string(const std::string& key);
+  // One of `allowed` (error lists them).
+  std::optional<std::string> choice(const std::string& key, const std::vector<std::string>& allowed);
+  std::optional<std::vector<int64_t>> integer_array(const std::string& key);
+  std::optional<JsonObjectReader> object(const std::string& key);
+
+  // Throws for every key not read.
+  void finish() const;
+
+ private:
+  const nlohmann::json* obj_;
+  std::string file_, path_;
+  mutable std::set<std::string> used_;
+};
+
+[[noreturn]] void json_type_error(const std::string& where, const char* expected, const nlohmann::json& got);
+
+// Parses a file as JSON; errors name the file (missing, unreadable, syntax with position).
+nlohmann::json read_json_file(const std::string& path);
+
+}  // namespace tilemix

@@ -1,0 +1,26 @@
+#pragma once
+// Minimal .npy reader/writer (format 1.0/2.0, little-endian, C order).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tilemix {
+
+enum class NpyDtype { f16, f32, f64, i8, u64 };
+
+struct NpyArray {
+  NpyDtype dtype = NpyDtype::f32;
+  std::vector<int64_t> shape;
+  std::vector<unsigned char> data;  // raw little-endian elements
+};
+
+// Throws InputError naming the file for a missing/short file, a bad header, Fortran order, or
+// an unsupported dtype.
+NpyArray read_npy(const std::string& path);
+
+// Reads an FP16 or FP32 array of exactly `shape` as FP16 bits (FP32 rounds to nearest even).
+std::vector<uint16_t> read_npy_as_half(const std::string& path, const std::vector<int64_t>& shape);
+
+void write_npy(const std::string& path, NpyDtype dtype, const std::vector<int64_t>& shape, const void* data);
+
+}  // namespace tilemix

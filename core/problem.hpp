@@ -1,0 +1,67 @@
+#pragma once
+// The attention problem of SPEC 2: shapes, varlen prefix sums, masking rule, and validation.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tilemix {
+
+enum class StatePrecision { fp32, fp16 };  // online-softmax state (m, l, O)
+enum class AccumPrecision { fp32, fp16 };  // PV product accumulation
+enum class QuantMode { quantize_once, on_the_fly };
+
+// Numerics of one attention call. The kernel, the emulator and the check share this description.
+struct Numerics {
+  StatePrecision state = StatePrecision::fp32;
+  AccumPrecision accum = AccumPrecision::fp32;
+  QuantMode mode = QuantMode::quantize_once;
+};
+
+const char* to_string(StatePrecision p);
+const char* to_string(AccumPrecision p);
+const char* to_string(QuantMode m);
+
+// Q: [total_q, hq, d], K/V: [total_k, hk, d], FP16 row-major, packed over sequences.
+struct AttentionShape {
+  int hq = 0;
+  int hk = 0;
+  int d = 0;
+  bool causal = false;
+  float softmax_scale = 0.0f;  // 0 means 1/sqrt(d); resolved by validate()
+  std::vector<int64_t> cu_seqlens_q;  // batch + 1 prefix sums
+  std::vector<int64_t> cu_seqlens_k;
+
+  int batch() const { return static_cast<int>(cu_seqlens_q.size()) - 1; }
+  int64_t total_q() const { return cu_seqlens_q.back(); }
+  int64_t total_k() const { return cu_seqlens_k.back(); }
+  int64_t seqlen_q(int b) const { return cu_seqlens_q[b + 1] - cu_seqlens_q[b]; }
+  int64_t seqlen_k(int b) const { return cu_seqlens_k[b + 1] - cu_seqlens_k[b]; }
+  int group_size() const { return hq / hk; }  // query heads per KV head
+  int kv_head_of(int h) const { return h / group_size(); }
+};
+
+// Builds prefix sums from per-sequence lengths.
+std::vector<int64_t> prefix_sums(const std::vector<int64_t>& lengths);
+
+// Checks SPEC 2 and 9 rules and resolves the default softmax scale. Throws InputError whose
+// message names `where` + the field (e.g. "$.cases[2].hq").
+void validate(AttentionShape& shape, const std::string& where = "");
+
+// Supported head dimensions; the kernels and the emulator share this list.
+bool supported_head_dim(int d);
+
+// Bottom-right causal rule: query i sees key j iff j <= i + (lk - lq). Returns the number of
+// visible keys of query row i (0 when the row sees none), or lk when not causal.
+inline int64_t visible_keys(int64_t i, int64_t lq, int64_t lk, bool causal) {
+  if (!causal) return lk;
+  const int64_t n = i + (lk - lq) + 1;
+  return n < 0 ? 0 : (n > lk ? lk : n);
+}
+
+// Number of legal (query, key) pairs of the whole problem (per head).
+int64_t legal_pairs(const AttentionShape& shape);
+
+// SPEC 8 operation count: 4 * d * hq * legal pairs.
+double attention_ops(const AttentionShape& shape);
+
+}  // namespace tilemix

@@ -1,0 +1,57 @@
+#pragma once
+// The routing plan of one attention call: templates per distinct (Lq, Lk) built once (cached),
+// broadcast over sequences and KV heads into words laid out [Hk][total_query_tiles] (SPEC 3).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/problem.hpp"
+#include "core/routing/layout.hpp"
+
+namespace tilemix {
+
+struct RoutingRequest {
+  LayoutKind layout = LayoutKind::zero;
+  double ratio = 0.0;
+  uint64_t seed = 0;
+  std::optional<int> group;  // nullopt = auto per sequence
+  TileGeometry geometry;
+  std::string words_file;    // for LayoutKind::file: JSON ({"words": [[hex...] per KV head]}) or .npy uint64
+};
+
+struct RoutingPlan {
+  RoutingRequest request;
+  int hk = 0;
+  std::vector<SequenceTiling> tilings;       // per sequence
+  std::vector<int> seq_template;             // per sequence: index into templates
+  std::vector<RouteTemplate> templates;      // distinct (lq, lk) geometries
+  std::vector<int64_t> tile_offset;          // B+1 prefix sums of Tm
+  std::vector<uint64_t> words;               // [hk][total_tiles]
+  Coverage coverage;                         // over every sequence and KV head
+
+  int64_t total_tiles() const { return tile_offset.back(); }
+  uint64_t word(int kv_head, int b, int m) const {
+    return words[static_cast<size_t>(kv_head) * total_tiles() + tile_offset[b] + m];
+  }
+  // Route of key tile n of query tile m of sequence b: 1 = INT8.
+  bool int8_route(int kv_head, int b, int m, int n) const {
+    return (word(kv_head, b, m) >> (n / tilings[b].g)) & 1ull;
+  }
+  // Per-sequence g, as the kernels take it.
+  std::vector<int> groups() const;
+};
+
+// Builds the plan; throws InputError (naming `where` fields) for bad ratios, g, or word files.
+RoutingPlan make_plan(const AttentionShape& shape, const RoutingRequest& request, const std::string& where = "");
+
+// Replaces the plan's words with explicit per-head words (a user's own policy) and recomputes
+// coverage. `words` must hold hk * total_tiles entries; bits beyond Tmask are an error.
+void set_explicit_words(RoutingPlan& plan, std::vector<uint64_t> words, const std::string& where);
+
+// Reads words from a JSON or .npy file for `plan`'s shape (hk x total tiles).
+std::vector<uint64_t> read_words_file(const std::string& path, int hk, int64_t total_tiles);
+
+std::string word_hex(uint64_t w);  // "0x00000000000000ff"
+
+}  // namespace tilemix

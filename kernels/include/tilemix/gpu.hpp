@@ -1,0 +1,31 @@
+#pragma once
+// Plain C++ view of the GPU side: device discovery. No CUDA types; apps/ and tests/ compile with g++.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tilemix::gpu {
+
+struct DeviceInfo {
+  int index = -1;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  int64_t global_mem_bytes = 0;
+  int64_t l2_bytes = 0;
+  int sm_clock_mhz = 0;      // current SM clock where readable, else the nominal clock
+  int mem_clock_mhz = 0;
+  int driver_version = 0;    // e.g. 13000
+  int runtime_version = 0;
+};
+
+// True when this build contains the CUDA kernels.
+bool built_with_cuda();
+
+// Number of usable CUDA devices; 0 with `why` filled when there are none (no CUDA build, no
+// driver, no device).
+int device_count(std::string* why = nullptr);
+
+DeviceInfo device_info(int index);
+
+}  // namespace tilemix::gpu

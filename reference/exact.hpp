@@ -1,0 +1,17 @@
+#pragma once
+// Exact attention in double precision (Eigen): full softmax, bottom-right causal, GQA, varlen.
+#include <vector>
+
+#include "core/inputs/inputs.hpp"
+#include "core/problem.hpp"
+
+namespace tilemix {
+
+struct ExactResult {
+  std::vector<double> o;    // [total_q, hq, d]; zero rows where a query sees no key
+  std::vector<double> lse;  // [hq, total_q], natural log; -inf where a query sees no key
+};
+
+ExactResult exact_attention(const AttentionShape& shape, const AttentionInputs& inputs);
+
+}  // namespace tilemix
