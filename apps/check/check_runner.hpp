@@ -1,0 +1,22 @@
+#pragma once
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/common/device_choice.hpp"
+#include "core/config/experiment.hpp"
+#include "core/report/table.hpp"
+
+namespace tilemix::app {
+
+struct CheckRun {
+  ResultTable table;  // one row per comparison (case x baseline)
+  int passed = 0;     // cases with every comparison within tolerance
+  int failed = 0;
+  nlohmann::json device;
+};
+
+// Runs every case whose name contains `filter`. Progress goes to stderr.
+CheckRun run_checks(const ExperimentConfig& config, const DeviceChoice& device, const std::string& filter);
+
+}  // namespace tilemix::app

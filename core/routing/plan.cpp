@@ -1,0 +1,239 @@
+#include "core/routing/plan.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "core/inputs/npy.hpp"
+
+namespace tilemix {
+
+namespace {
+
+std::string field(const std::string& where, const char* name) {
+  return where.empty() ? std::string(name) : where + "." + name;
+}
+
+// Recomputes the plan's coverage from its words, over every KV head and sequence.
+void measure_plan(RoutingPlan& plan) {
+  plan.coverage = Coverage{};
+  for (int h = 0; h < plan.hk; ++h) {
+    for (size_t b = 0; b < plan.tilings.size(); ++b) {
+      const auto first = plan.words.begin() + static_cast<int64_t>(h) * plan.total_tiles() + plan.tile_offset[b];
+      const std::vector<uint64_t> seq(first, first + plan.tilings[b].tm);
+      plan.coverage += measure_coverage(plan.tilings[b], seq);
+    }
+  }
+}
+
+const char* kWordsForm =
+    "a JSON object {\"words\": [[\"0x...\" per query tile] per KV head]} or a .npy uint64 array [hk, query tiles]";
+
+std::string shape_text(int hk, int64_t total_tiles) {
+  return "[" + std::to_string(hk) + ", " + std::to_string(total_tiles) + "]";
+}
+
+bool parse_hex(const std::string& s, uint64_t& out) {
+  if (s.size() < 3 || s.size() > 18 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X')) return false;
+  uint64_t v = 0;
+  for (size_t i = 2; i < s.size(); ++i) {
+    const char c = s[i];
+    int d;
+    if (c >= '0' && c <= '9') {
+      d = c - '0';
+    } else if (c >= 'a' && c <= 'f') {
+      d = c - 'a' + 10;
+    } else if (c >= 'A' && c <= 'F') {
+      d = c - 'A' + 10;
+    } else {
+      return false;
+    }
+    v = (v << 4) | static_cast<uint64_t>(d);
+  }
+  out = v;
+  return true;
+}
+
+std::vector<uint64_t> read_words_npy(const std::string& path, int hk, int64_t total_tiles) {
+  const NpyArray a = read_npy(path);
+  if (a.dtype != NpyDtype::u64) throw InputError(path, "words must be a uint64 array (dtype '<u8')");
+  if (a.shape != std::vector<int64_t>{hk, total_tiles}) {
+    std::string got = "[";
+    for (size_t i = 0; i < a.shape.size(); ++i) got += (i ? ", " : "") + std::to_string(a.shape[i]);
+    throw InputError(path, "words must have shape " + shape_text(hk, total_tiles) + " (KV heads, query tiles), got " +
+                               got + "]");
+  }
+  const size_t n = static_cast<size_t>(hk) * static_cast<size_t>(total_tiles);
+  if (a.data.size() < n * 8) throw InputError(path, "file is shorter than its header says");
+  std::vector<uint64_t> words(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t w = 0;
+    for (int byte = 7; byte >= 0; --byte) w = (w << 8) | a.data[i * 8 + byte];  // little-endian
+    words[i] = w;
+  }
+  return words;
+}
+
+std::vector<uint64_t> read_words_json(const std::string& path, std::istream& in, int hk, int64_t total_tiles) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(path, std::string("not a valid JSON words file (") + e.what() + "); expected " + kWordsForm);
+  }
+  if (!doc.is_object() || !doc.contains("words")) throw InputError(path, std::string("expected ") + kWordsForm);
+  const nlohmann::json& heads = doc["words"];
+  if (!heads.is_array() || heads.size() != static_cast<size_t>(hk)) {
+    throw InputError(path, "$.words must be an array of " + std::to_string(hk) + " KV heads, each an array of " +
+                               std::to_string(total_tiles) + " hex words");
+  }
+  std::vector<uint64_t> words;
+  words.reserve(static_cast<size_t>(hk) * static_cast<size_t>(total_tiles));
+  for (int h = 0; h < hk; ++h) {
+    const nlohmann::json& row = heads[h];
+    const std::string at = "$.words[" + std::to_string(h) + "]";
+    if (!row.is_array() || row.size() != static_cast<size_t>(total_tiles)) {
+      throw InputError(path, at + " must be an array of " + std::to_string(total_tiles) +
+                                 " hex words (one per query tile), got " +
+                                 (row.is_array() ? std::to_string(row.size()) + " entries" : row.type_name()));
+    }
+    for (int64_t m = 0; m < total_tiles; ++m) {
+      const nlohmann::json& v = row[m];
+      uint64_t w = 0;
+      if (!v.is_string() || !parse_hex(v.get<std::string>(), w)) {
+        throw InputError(path, at + "[" + std::to_string(m) + "] must be a hex string like \"0x00000000000000ff\", got " +
+                                   v.dump());
+      }
+      words.push_back(w);
+    }
+  }
+  return words;
+}
+
+}  // namespace
+
+std::vector<int> RoutingPlan::groups() const {
+  std::vector<int> g;
+  g.reserve(tilings.size());
+  for (const auto& t : tilings) g.push_back(t.g);
+  return g;
+}
+
+std::string word_hex(uint64_t w) {
+  char buf[19];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(w));
+  return buf;
+}
+
+RoutingPlan make_plan(const AttentionShape& shape, const RoutingRequest& request, const std::string& where) {
+  if (!(request.ratio >= 0.0 && request.ratio <= 1.0)) {
+    throw InputError(field(where, "ratio"), "must be in [0, 1], got " + std::to_string(request.ratio));
+  }
+  if (shape.hk <= 0) throw InputError(field(where, "hk"), "must be positive, got " + std::to_string(shape.hk));
+  validate_geometry(request.geometry, field(where, "block_m/block_n").c_str());
+
+  RoutingPlan plan;
+  plan.request = request;
+  plan.hk = shape.hk;
+  const int batch = shape.batch();
+  const std::string group_field = field(where, "group");
+  plan.tile_offset.assign(1, 0);
+  std::map<std::pair<int64_t, int64_t>, int> cache;  // (lq, lk) -> template
+  for (int b = 0; b < batch; ++b) {
+    const int64_t lq = shape.seqlen_q(b), lk = shape.seqlen_k(b);
+    plan.tilings.push_back(make_tiling(lq, lk, shape.causal, request.geometry, request.group, group_field.c_str()));
+    const SequenceTiling& t = plan.tilings.back();
+    plan.tile_offset.push_back(plan.tile_offset.back() + t.tm);
+    const auto [it, added] = cache.try_emplace({lq, lk}, static_cast<int>(plan.templates.size()));
+    if (added) {
+      if (request.layout == LayoutKind::file) {
+        // Filled from the file below: KV head 0's words of the first sequence of this geometry.
+        RouteTemplate tpl;
+        tpl.tiling = t;
+        tpl.layout = LayoutKind::file;
+        tpl.ratio = request.ratio;
+        tpl.seed = request.seed;
+        plan.templates.push_back(std::move(tpl));
+      } else {
+        plan.templates.push_back(search_layout(t, request.layout, request.ratio, request.seed));
+      }
+    }
+    plan.seq_template.push_back(it->second);
+  }
+
+  if (request.layout == LayoutKind::file) {
+    set_explicit_words(plan, read_words_file(request.words_file, plan.hk, plan.total_tiles()),
+                       field(where, "words_file") + " (" + request.words_file + ")");
+    std::vector<bool> filled(plan.templates.size(), false);
+    for (int b = 0; b < batch; ++b) {
+      const int k = plan.seq_template[b];
+      if (filled[k]) continue;
+      filled[k] = true;
+      RouteTemplate& tpl = plan.templates[k];
+      const auto first = plan.words.begin() + plan.tile_offset[b];
+      tpl.words.assign(first, first + tpl.tiling.tm);
+      tpl.coverage = measure_coverage(tpl.tiling, tpl.words);
+    }
+    return plan;
+  }
+
+  const int64_t total = plan.total_tiles();
+  plan.words.assign(static_cast<size_t>(plan.hk) * static_cast<size_t>(total), 0);
+  for (int h = 0; h < plan.hk; ++h) {
+    for (int b = 0; b < batch; ++b) {
+      const RouteTemplate& tpl = plan.templates[plan.seq_template[b]];
+      std::copy(tpl.words.begin(), tpl.words.end(),
+                plan.words.begin() + static_cast<int64_t>(h) * total + plan.tile_offset[b]);
+      plan.coverage += tpl.coverage;
+    }
+  }
+  return plan;
+}
+
+void set_explicit_words(RoutingPlan& plan, std::vector<uint64_t> words, const std::string& where) {
+  const int64_t total = plan.total_tiles();
+  const size_t expected = static_cast<size_t>(plan.hk) * static_cast<size_t>(total);
+  if (words.size() != expected) {
+    throw InputError(where, "expected " + std::to_string(expected) + " words (KV heads x query tiles = " +
+                                shape_text(plan.hk, total) + "), got " + std::to_string(words.size()));
+  }
+  for (int h = 0; h < plan.hk; ++h) {
+    for (size_t b = 0; b < plan.tilings.size(); ++b) {
+      const SequenceTiling& t = plan.tilings[b];
+      if (t.tmask >= kMaxGroups) continue;
+      for (int m = 0; m < t.tm; ++m) {
+        const uint64_t extra = words[static_cast<size_t>(h) * total + plan.tile_offset[b] + m] >> t.tmask;
+        if (extra == 0) continue;
+        const int bit = t.tmask + __builtin_ctzll(extra);
+        throw InputError(where, "word for KV head " + std::to_string(h) + ", sequence " + std::to_string(b) +
+                                    ", query tile " + std::to_string(m) + " sets bit " + std::to_string(bit) +
+                                    " but Tmask is " + std::to_string(t.tmask));
+      }
+    }
+  }
+  plan.words = std::move(words);
+  measure_plan(plan);
+}
+
+std::vector<uint64_t> read_words_file(const std::string& path, int hk, int64_t total_tiles) {
+  if (path.empty()) throw InputError("words_file", std::string("layout `file` needs a words file: ") + kWordsForm);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path, std::string("cannot open words file; expected ") + kWordsForm);
+  char magic[6] = {};
+  in.read(magic, sizeof magic);
+  const bool npy = in.gcount() == 6 && std::string(magic, 6) == "\x93NUMPY";
+  if (npy) {
+    in.close();
+    return read_words_npy(path, hk, total_tiles);
+  }
+  in.clear();
+  in.seekg(0);
+  return read_words_json(path, in, hk, total_tiles);
+}
+
+}  // namespace tilemix

@@ -1,0 +1,56 @@
+#pragma once
+// Plain C++ API of the prefill kernels (no CUDA types): the routed `tilemix` kernel, the
+// `flash_fp16` baseline and the Q/K quantization kernels. Pointers are device pointers.
+#include <cstdint>
+
+#include "core/problem.hpp"
+#include "core/tiling.hpp"
+
+namespace tilemix::gpu {
+
+// Device-side description of one attention call. Layouts follow SPEC 2, 3 and 5.
+struct PrefillParams {
+  const void* q = nullptr;  // FP16 [total_q, hq, d]
+  const void* k = nullptr;  // FP16 [total_k, hk, d]
+  const void* v = nullptr;  // FP16 [total_k, hk, d]
+  void* o = nullptr;        // FP16 [total_q, hq, d]
+  float* lse = nullptr;     // optional FP32 [hq, total_q]
+  const int64_t* cu_seqlens_q = nullptr;  // [batch + 1]
+  const int64_t* cu_seqlens_k = nullptr;
+  int batch = 0;
+  int64_t max_seqlen_q = 0;  // sizes the grid
+  int64_t total_q = 0, total_k = 0;
+  int hq = 0, hk = 0, d = 0;
+  bool causal = false;
+  float softmax_scale = 0.0f;
+  // Routing (tilemix only): words [hk][total_query_tiles], tile_offset [batch + 1] (prefix sums of
+  // Tm), group [batch] (g per sequence).
+  const uint64_t* words = nullptr;
+  const int64_t* tile_offset = nullptr;
+  const int* group = nullptr;
+  int64_t total_query_tiles = 0;
+  // quantize_once scratch: INT8 codes in the layout of q / k, scales [blocks, heads] with
+  // block offsets [batch + 1] (BLKQ = 128 for q, BLKK = 64 for k). Unused by on_the_fly.
+  int8_t* q8 = nullptr;
+  int8_t* k8 = nullptr;
+  float* q_scale = nullptr;
+  float* k_scale = nullptr;
+  const int64_t* q_block_offset = nullptr;
+  const int64_t* k_block_offset = nullptr;
+  int64_t q_blocks = 0, k_blocks = 0;
+  Numerics numerics;
+};
+
+// Compute-tile geometry of the routed kernel for head dimension d: the routing plan and the
+// emulator must be built with it.
+TileGeometry tilemix_geometry(int d);
+TileGeometry flash_geometry(int d);
+
+// Launches on `stream` (a cudaStream_t passed as void*; nullptr = default stream). Throws
+// std::invalid_argument for unsupported values (d, numerics) naming the value, and CudaError
+// (a std::runtime_error) for CUDA failures naming the call and the shape.
+void quantize_qk(const PrefillParams& p, void* stream);  // writes q8/k8/scales
+void tilemix_prefill(const PrefillParams& p, void* stream);  // quantize_once needs quantize_qk first
+void flash_fp16_prefill(const PrefillParams& p, void* stream);
+
+}  // namespace tilemix::gpu

@@ -1,0 +1,252 @@
+// The apps as a user runs them: exit codes and messages for bad input (SPEC 9), the plan command,
+// and a passing CPU check. Each test runs the real executable in a shell.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/inputs/npy.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+  int code = -1;
+  std::string out;  // stdout + stderr
+};
+
+Run run(const std::string& cmd) {
+  Run r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("tilemix-cli-" + name + "-" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+std::string write_config(const fs::path& dir, const nlohmann::json& j, const std::string& name = "cfg.json") {
+  const fs::path p = dir / name;
+  std::ofstream(p) << j.dump(2);
+  return p.string();
+}
+
+// A small valid case; tests break one field at a time.
+nlohmann::json valid_config() {
+  return {{"name", "t"},
+          {"defaults",
+           {{"batch", 1}, {"seq_len", 100}, {"hq", 2}, {"hk", 1}, {"d", 64}, {"causal", true},
+            {"tolerance", {{"emulator_vs_reference", {{"rel_l2", 0.05}}}}}}},
+          {"cases", {{{"layout", "band"}, {"ratio", 0.5}}}}};
+}
+
+Run check(const std::string& config_path) {
+  return run(std::string(TILEMIX_CHECK_EXE) + " --device cpu --config '" + config_path + "'");
+}
+
+}  // namespace
+
+TEST_CASE("tilemix-check passes a small valid config on the CPU", "[cli]") {
+  const auto dir = temp_dir("valid");
+  const Run r = check(write_config(dir, valid_config()));
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("1 passed, 0 failed") != std::string::npos);
+}
+
+TEST_CASE("tilemix-check exits 1 when a case leaves its tolerance", "[cli]") {
+  const auto dir = temp_dir("fail");
+  auto j = valid_config();
+  j["cases"][0]["layout"] = "one";
+  j["defaults"]["tolerance"]["emulator_vs_reference"]["rel_l2"] = 1e-9;  // no INT8 run is this close
+  const Run r = check(write_config(dir, j));
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(r.out.find("FAIL") != std::string::npos);
+}
+
+TEST_CASE("every bad-input class exits 2 naming the field or file", "[cli]") {
+  const auto dir = temp_dir("bad");
+  struct Bad {
+    const char* what;
+    std::function<void(nlohmann::json&)> edit;
+    const char* expect;  // substring of the message
+  };
+  const std::string qpath = (dir / "q.npy").string();
+  const std::vector<Bad> cases = {
+      {"unknown key", [](auto& j) { j["cases"][0]["hqq"] = 3; }, "hqq"},
+      {"wrong type", [](auto& j) { j["defaults"]["hq"] = "eight"; }, "hq"},
+      {"unknown layout", [](auto& j) { j["cases"][0]["layout"] = "bandd"; }, "bandd"},
+      {"ratio above 1", [](auto& j) { j["cases"][0]["ratio"] = 1.5; }, "ratio"},
+      {"ratio below 0", [](auto& j) { j["cases"][0]["ratio"] = -0.1; }, "ratio"},
+      {"hq % hk", [](auto& j) { j["defaults"]["hk"] = 3; }, "hk"},
+      {"unsupported d", [](auto& j) { j["defaults"]["d"] = 96; }, "d"},
+      {"negative length", [](auto& j) { j["defaults"]["seq_len"] = -5; }, "seq_len"},
+      {"inconsistent varlen",
+       [](auto& j) {
+         j["defaults"].erase("seq_len");
+         j["defaults"].erase("batch");
+         j["cases"][0]["seqlens_q"] = {10, 20};
+         j["cases"][0]["seqlens_k"] = {10};
+       },
+       "seqlens"},
+      {"Tmask > 64", [](auto& j) { j["defaults"]["seq_len"] = 10000; j["cases"][0]["group"] = 1; }, "Tmask"},
+      {"unknown state", [](auto& j) { j["cases"][0]["state"] = "bf16"; }, "state"},
+      {"missing npy",
+       [&](auto& j) {
+         j["cases"][0]["input"] = {{"kind", "npy"}, {"q", qpath + ".missing"}, {"k", qpath}, {"v", qpath}};
+       },
+       "q.npy.missing"},
+  };
+  for (const Bad& b : cases) {
+    DYNAMIC_SECTION(b.what) {
+      auto j = valid_config();
+      b.edit(j);
+      const Run r = check(write_config(dir, j));
+      INFO(r.out);
+      CHECK(r.code == 2);
+      CHECK(r.out.find(b.expect) != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("bad npy inputs exit 2 naming the file", "[cli]") {
+  using tilemix::NpyDtype;
+  const auto dir = temp_dir("npy");
+  // Case: B=1, L=100, hq=2, hk=1, d=64 -> q [100,2,64], k/v [100,1,64].
+  std::vector<float> q(100 * 2 * 64, 0.25f), kv(100 * 64, 0.5f);
+  const std::string qp = (dir / "q.npy").string(), kp = (dir / "k.npy").string(), vp = (dir / "v.npy").string();
+  tilemix::write_npy(qp, NpyDtype::f32, {100, 2, 64}, q.data());
+  tilemix::write_npy(kp, NpyDtype::f32, {100, 1, 64}, kv.data());
+  tilemix::write_npy(vp, NpyDtype::f32, {100, 1, 64}, kv.data());
+  auto with_inputs = [&](const std::string& q_, const std::string& k_) {
+    auto j = valid_config();
+    j["cases"][0]["input"] = {{"kind", "npy"}, {"q", q_}, {"k", k_}, {"v", vp}};
+    return write_config(dir, j);
+  };
+  SECTION("valid files pass") {
+    const Run r = check(with_inputs(qp, kp));
+    INFO(r.out);
+    CHECK(r.code == 0);
+  }
+  SECTION("mis-shaped") {
+    const Run r = check(with_inputs(kp, kp));  // k's shape where q is expected
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK(r.out.find("k.npy") != std::string::npos);
+  }
+  SECTION("wrong dtype") {
+    std::vector<int8_t> bytes(100 * 2 * 64, 1);
+    const std::string bad = (dir / "q_int8.npy").string();
+    tilemix::write_npy(bad, NpyDtype::i8, {100, 2, 64}, bytes.data());
+    const Run r = check(with_inputs(bad, kp));
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK(r.out.find("q_int8.npy") != std::string::npos);
+  }
+  SECTION("short file") {
+    const std::string cut = (dir / "q_short.npy").string();
+    fs::copy_file(qp, cut, fs::copy_options::overwrite_existing);
+    fs::resize_file(cut, fs::file_size(cut) - 100);
+    const Run r = check(with_inputs(cut, kp));
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK(r.out.find("q_short.npy") != std::string::npos);
+  }
+  SECTION("NaN in an input, then allowed") {
+    std::vector<float> qn = q;
+    qn[777] = std::nanf("");
+    const std::string nanp = (dir / "q_nan.npy").string();
+    tilemix::write_npy(nanp, NpyDtype::f32, {100, 2, 64}, qn.data());
+    const Run r = check(with_inputs(nanp, kp));
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK(r.out.find("q_nan.npy") != std::string::npos);
+    auto j = valid_config();
+    j["cases"][0]["input"] = {{"kind", "npy"}, {"q", nanp}, {"k", kp}, {"v", vp}, {"allow_nonfinite", true}};
+    const Run allowed = check(write_config(dir, j, "allowed.json"));
+    INFO(allowed.out);
+    CHECK(allowed.code == 1);  // runs, and NaN never passes
+  }
+}
+
+TEST_CASE("missing config file and bad JSON exit 2 naming the file", "[cli]") {
+  const auto dir = temp_dir("json");
+  const Run missing = check((dir / "nope.json").string());
+  CHECK(missing.code == 2);
+  CHECK(missing.out.find("nope.json") != std::string::npos);
+  const fs::path broken = dir / "broken.json";
+  std::ofstream(broken) << "{\"name\": \"x\", ";
+  const Run syntax = check(broken.string());
+  CHECK(syntax.code == 2);
+  CHECK(syntax.out.find("broken.json") != std::string::npos);
+}
+
+TEST_CASE("tilemix-bench plan prints g, coverage and the map, and JSON with the documented keys", "[cli]") {
+  const std::string exe = TILEMIX_BENCH_EXE;
+  const Run text = run(exe + " plan --lq 8192 --lk 8192 --layout band --ratio 0.5 --causal");
+  INFO(text.out);
+  REQUIRE(text.code == 0);
+  CHECK(text.out.find("g=2") != std::string::npos);
+  const Run js = run(exe + " plan --lq 8192 --lk 8192 --layout band --ratio 0.5 --causal --json");
+  REQUIRE(js.code == 0);
+  const auto j = nlohmann::json::parse(js.out);
+  for (const char* key : {"lq", "lk", "causal", "block_m", "block_n", "group", "tmask", "tm", "layout", "ratio",
+                          "params", "coverage", "words"}) {
+    CHECK(j.contains(key));
+  }
+  CHECK(j["group"] == 2);
+  CHECK(j["tmask"] == 64);
+  CHECK(j["tm"] == 64);
+  CHECK(j["words"].size() == 64);
+  CHECK(std::abs(j["coverage"]["groups"].get<double>() - 0.5) < 0.05);
+  const Run bad = run(exe + " plan --lq 8192 --lk 8192 --layout band --ratio 0.5 --group 1");
+  CHECK(bad.code == 2);
+  CHECK(bad.out.find("Tmask") != std::string::npos);
+  const Run badlayout = run(exe + " plan --lq 100 --lk 100 --layout nope");
+  CHECK(badlayout.code == 2);
+}
+
+TEST_CASE("tilemix-bench without a GPU says so and runs the emulator; --dump writes re-checkable files", "[cli]") {
+  const auto dir = temp_dir("bench");
+  auto j = valid_config();
+  j["cases"] = {{{"name", "mixed"}, {"layout", "sptrans"}, {"ratio", 0.5}}};
+  const std::string cfg = write_config(dir, j);
+  const Run r = run(std::string(TILEMIX_BENCH_EXE) + " --device cpu --config '" + cfg + "' --dump '" +
+                    (dir / "dump").string() + "'");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("emulator") != std::string::npos);
+  for (const char* f : {"mixed_q.npy", "mixed_k.npy", "mixed_v.npy", "mixed_o.npy", "mixed_o_ref.npy",
+                        "mixed_meta.json"}) {
+    CHECK(fs::exists(dir / "dump" / f));
+  }
+  std::ifstream meta(dir / "dump" / "mixed_meta.json");
+  const auto m = nlohmann::json::parse(meta);
+  for (const char* key : {"layout", "ratio", "causal", "hq", "hk", "d", "cu_seqlens_q", "cu_seqlens_k",
+                          "softmax_scale", "block_m", "block_n", "group", "state", "accum", "words"}) {
+    CHECK(m.contains(key));
+  }
+  CHECK(m["words"].size() == 1);  // one KV head
+}
