@@ -18,9 +18,11 @@ struct Deviation {
   double cosine = 1.0;
   int64_t nonfinite = 0;  // NaN/Inf elements in `out`
   int64_t count = 0;
+  int64_t ref_nonfinite = 0;  // NaN/Inf elements in `ref`
 };
 
-// `out` vs `ref`, element by element (same length).
+// `out` vs `ref`, element by element (same length). Pairs with a NaN/Inf on either side are
+// left out of the sums and counted instead.
 Deviation deviation(const std::vector<double>& out, const std::vector<double>& ref);
 
 // Upper bounds (and a lower bound for cosine); an unset field is not checked. NaN never passes.

@@ -68,6 +68,9 @@ struct ExperimentConfig {
 ExperimentConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 ExperimentConfig parse_config(const nlohmann::json& j, const std::string& path,
                               const std::vector<std::string>& overrides = {});
+// Same, with axes expanded in the order written (a plain nlohmann::json sorts its keys).
+ExperimentConfig parse_config(const nlohmann::ordered_json& j, const std::string& path,
+                              const std::vector<std::string>& overrides = {});
 
 // Known bench methods (validated in configs).
 const std::vector<std::string>& known_methods();

@@ -2,6 +2,7 @@
 // Strict JSON reading with paths: every error names the file and the JSON path ("$.cases[2].hq")
 // and what was expected; unknown keys, wrong types and unknown enum strings are errors.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -16,8 +17,10 @@ class JsonObjectReader {
   // `file` prefixes every error; `path` is this object's JSON path.
   JsonObjectReader(const nlohmann::json& obj, std::string file, std::string path);
 
-  bool has(const std::string& key) const;
-  std::string path_of(const std::string& key) const { return path_ + "." + key; }
+  bool has(const std::string& key) const;  // counts `key` as accepted, but not as read
+  std::string path_of(const std::string& key) const;
+  // Names `key` by another path in errors, e.g. where a merged value came from ("$.defaults.hq").
+  void set_key_path(const std::string& key, std::string path) { key_paths_[key] = std::move(path); }
   std::string where(const std::string& key) const;  // "file: $.a.b"
   const nlohmann::json& raw(const std::string& key);  // marks the key used
 
@@ -30,18 +33,24 @@ class JsonObjectReader {
   std::optional<std::vector<int64_t>> integer_array(const std::string& key);
   std::optional<JsonObjectReader> object(const std::string& key);
 
-  // Throws for every key not read.
+  // Throws for the first key not read, listing the keys this object accepts (those asked for).
   void finish() const;
 
  private:
+  const nlohmann::json* require(const std::string& key);  // nullptr when absent
+
   const nlohmann::json* obj_;
   std::string file_, path_;
-  mutable std::set<std::string> used_;
+  std::map<std::string, std::string> key_paths_;
+  std::set<std::string> used_;
+  mutable std::vector<std::string> asked_;  // in the order asked, for the list of accepted keys
 };
 
 [[noreturn]] void json_type_error(const std::string& where, const char* expected, const nlohmann::json& got);
 
 // Parses a file as JSON; errors name the file (missing, unreadable, syntax with position).
 nlohmann::json read_json_file(const std::string& path);
+// The same, keeping the order of object keys as written (axes expand in file order).
+nlohmann::ordered_json read_ordered_json_file(const std::string& path);
 
 }  // namespace tilemix

@@ -35,6 +35,9 @@ struct AttentionInputs {
 // the file at fault.
 AttentionInputs make_inputs(const AttentionShape& shape, const InputSpec& spec, const std::string& where = "input");
 
+// llm_like keeps a few channel pairs for its positional component; outliers use the others.
+int max_outlier_channels(int d);
+
 // Throws InputError naming `what` (e.g. the file) if any element is NaN/Inf.
 void check_finite(const std::vector<uint16_t>& x, const std::string& what);
 

@@ -1,5 +1,5 @@
 #pragma once
-// Minimal .npy reader/writer (format 1.0/2.0, little-endian, C order).
+// Minimal .npy reader/writer (reads format 1.0/2.0/3.0, writes 1.0; little-endian, C order).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -19,7 +19,13 @@ struct NpyArray {
 NpyArray read_npy(const std::string& path);
 
 // Reads an FP16 or FP32 array of exactly `shape` as FP16 bits (FP32 rounds to nearest even).
-std::vector<uint16_t> read_npy_as_half(const std::string& path, const std::vector<int64_t>& shape);
+// `shape_names` (e.g. "[total_q, hq, d]") explains the expected shape in errors.
+std::vector<uint16_t> read_npy_as_half(const std::string& path, const std::vector<int64_t>& shape,
+                                       const std::string& shape_names = "");
+
+// "<f2", "|i1", ...: the dtype as numpy writes it.
+const char* npy_descr(NpyDtype dtype);
+size_t npy_item_size(NpyDtype dtype);
 
 void write_npy(const std::string& path, NpyDtype dtype, const std::vector<int64_t>& shape, const void* data);
 

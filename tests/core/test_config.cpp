@@ -1,0 +1,432 @@
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "core/config/experiment.hpp"
+#include "core/config/json_reader.hpp"
+#include "core/error.hpp"
+
+using namespace tilemix;
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+
+namespace {
+
+ExperimentConfig parse(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  return parse_config(nlohmann::ordered_json::parse(text), "test.json", overrides);
+}
+
+// The message of the InputError that parsing `text` throws ("" if none).
+std::string parse_error(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  try {
+    parse(text, overrides);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() /
+           ("tilemix-config-" + std::to_string(::getpid()) + "-" + std::to_string(reinterpret_cast<uintptr_t>(this)));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string write(const std::string& name, const std::string& text) const {
+    const fs::path p = path / name;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+    return p.string();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a minimal config gets the documented defaults", "[config]") {
+  const auto cfg = parse(R"({"defaults": {"seq_len": 1024, "layout": "band", "ratio": 0.5}})");
+  REQUIRE(cfg.cases.size() == 1);
+  const CaseSpec& c = cfg.cases[0];
+  CHECK(cfg.name == "test");
+  CHECK(c.name == "test-0");
+  CHECK(c.where == "test.json: $.defaults");
+  CHECK(c.shape.hq == 8);
+  CHECK(c.shape.hk == 2);
+  CHECK(c.shape.d == 128);
+  CHECK_FALSE(c.shape.causal);
+  CHECK(c.shape.cu_seqlens_q == std::vector<int64_t>{0, 1024});
+  CHECK(c.shape.cu_seqlens_k == std::vector<int64_t>{0, 1024});
+  CHECK(c.shape.softmax_scale == Approx(1.0 / std::sqrt(128.0)));
+  CHECK(c.routing.layout == LayoutKind::band);
+  CHECK(c.routing.ratio == 0.5);
+  CHECK(c.routing.seed == 0);
+  CHECK_FALSE(c.routing.group.has_value());
+  CHECK(c.routing.geometry.block_m == 128);
+  CHECK(c.routing.geometry.block_n == 64);
+  CHECK(c.numerics.mode == QuantMode::quantize_once);
+  CHECK(c.numerics.state == StatePrecision::fp32);
+  CHECK(c.numerics.accum == AccumPrecision::fp32);
+  CHECK(c.input.kind == InputKind::gaussian);
+  CHECK(c.input.stddev == 1.0f);
+  CHECK(c.tolerance.emulator_vs_reference.empty());
+  CHECK(cfg.methods.empty());
+  CHECK(cfg.timing.warmup == 3);
+}
+
+TEST_CASE("every case key is read", "[config]") {
+  const auto cfg = parse(R"({
+    "name": "full", "description": "all keys",
+    "defaults": {"hq": 16, "hk": 4, "d": 64, "causal": true, "softmax_scale": 0.25, "seed": 7,
+                 "group": 2, "block_m": 64, "block_n": 128, "mode": "on_the_fly", "state": "fp16",
+                 "accum": "fp16", "layout": "rowrand", "ratio": 0.25,
+                 "input": {"kind": "llm_like", "stddev": 0.5, "outlier_channels": 2, "outlier_scale": 4,
+                           "sink_scale": 3, "local_bias": 0.25, "allow_nonfinite": true},
+                 "tolerance": {"emulator_vs_reference": {"max_abs": 0.01, "mean_abs": 0.001, "rel_l2": 0.02,
+                                                         "min_cosine": 0.999},
+                               "gpu_vs_emulator": {"max_abs": 0}}},
+    "cases": [{"name": "lens", "batch": 3, "lq": 10, "lk": 300}],
+    "methods": ["tilemix", "flash_fp16"],
+    "timing": {"warmup": 1, "min_reps": 2, "max_reps": 5, "max_seconds": 0.5, "noise": 0.02, "rotate_inputs": false}
+  })");
+  REQUIRE(cfg.cases.size() == 1);
+  const CaseSpec& c = cfg.cases[0];
+  CHECK(cfg.description == "all keys");
+  CHECK(c.name == "lens");
+  CHECK(c.where == "test.json: $.cases[0]");
+  CHECK(c.shape.cu_seqlens_q == std::vector<int64_t>{0, 10, 20, 30});
+  CHECK(c.shape.cu_seqlens_k == std::vector<int64_t>{0, 300, 600, 900});
+  CHECK(c.shape.hq == 16);
+  CHECK(c.shape.hk == 4);
+  CHECK(c.shape.d == 64);
+  CHECK(c.shape.causal);
+  CHECK(c.shape.softmax_scale == 0.25f);
+  CHECK(c.routing.layout == LayoutKind::rowrand);
+  CHECK(c.routing.ratio == 0.25);
+  CHECK(c.routing.seed == 7);
+  CHECK(c.routing.group == 2);
+  CHECK(c.routing.geometry.block_m == 64);
+  CHECK(c.routing.geometry.block_n == 128);
+  CHECK(c.numerics.mode == QuantMode::on_the_fly);
+  CHECK(c.numerics.state == StatePrecision::fp16);
+  CHECK(c.numerics.accum == AccumPrecision::fp16);
+  CHECK(c.input.kind == InputKind::llm_like);
+  CHECK(c.input.seed == 7);  // the case seed unless the input names its own
+  CHECK(c.input.stddev == 0.5f);
+  CHECK(c.input.outlier_channels == 2);
+  CHECK(c.input.outlier_scale == 4.0f);
+  CHECK(c.input.sink_scale == 3.0f);
+  CHECK(c.input.local_bias == 0.25f);
+  CHECK(c.input.allow_nonfinite);
+  CHECK(c.tolerance.emulator_vs_reference.max_abs == 0.01);
+  CHECK(c.tolerance.emulator_vs_reference.mean_abs == 0.001);
+  CHECK(c.tolerance.emulator_vs_reference.rel_l2 == 0.02);
+  CHECK(c.tolerance.emulator_vs_reference.min_cosine == 0.999);
+  CHECK(c.tolerance.gpu_vs_emulator.max_abs == 0.0);
+  CHECK(c.tolerance.gpu_vs_reference.empty());
+  CHECK(cfg.methods == std::vector<std::string>{"tilemix", "flash_fp16"});
+  CHECK(cfg.timing.warmup == 1);
+  CHECK(cfg.timing.min_reps == 2);
+  CHECK(cfg.timing.max_reps == 5);
+  CHECK(cfg.timing.max_seconds == 0.5);
+  CHECK(cfg.timing.noise == 0.02);
+  CHECK_FALSE(cfg.timing.rotate_inputs);
+  CHECK(c.json["input"]["kind"] == "llm_like");
+  CHECK(cfg.json["name"] == "full");
+}
+
+TEST_CASE("varlen lengths and length forms", "[config]") {
+  SECTION("seqlens arrays, zero-length sequences allowed") {
+    const auto cfg = parse(R"({"cases": [{"seqlens_q": [5, 0, 1], "seqlens_k": [7, 0, 3]}]})");
+    CHECK(cfg.cases[0].shape.cu_seqlens_q == std::vector<int64_t>{0, 5, 5, 6});
+    CHECK(cfg.cases[0].shape.cu_seqlens_k == std::vector<int64_t>{0, 7, 7, 10});
+  }
+  SECTION("a case's length form replaces the defaults' form") {
+    const auto cfg = parse(R"({"defaults": {"seq_len": 64, "batch": 4},
+                              "cases": [{}, {"seqlens_q": [1], "seqlens_k": [2]}, {"lq": 3, "lk": 9}]})");
+    CHECK(cfg.cases[0].shape.cu_seqlens_q == std::vector<int64_t>{0, 64, 128, 192, 256});
+    CHECK(cfg.cases[1].shape.cu_seqlens_q == std::vector<int64_t>{0, 1});
+    CHECK(cfg.cases[1].shape.cu_seqlens_k == std::vector<int64_t>{0, 2});
+    CHECK(cfg.cases[2].shape.cu_seqlens_q == std::vector<int64_t>{0, 3, 6, 9, 12});
+    CHECK(cfg.cases[2].shape.cu_seqlens_k == std::vector<int64_t>{0, 9, 18, 27, 36});
+  }
+  SECTION("mixing forms in one object names the key") {
+    CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 4, "lq": 4, "lk": 4}]})"),
+               Contains("test.json: $.cases[0].seq_len: cannot be combined with lq"));
+    CHECK_THAT(parse_error(R"({"cases": [{"batch": 2, "seqlens_q": [4], "seqlens_k": [4]}]})"),
+               Contains("test.json: $.cases[0].batch: cannot be combined with seqlens_"));
+  }
+  SECTION("incomplete forms") {
+    CHECK_THAT(parse_error(R"({"cases": [{"lq": 4}]})"), Contains("$.cases[0].lk: is required with lq"));
+    CHECK_THAT(parse_error(R"({"cases": [{"seqlens_q": [4]}]})"), Contains("$.cases[0].seqlens_k: is required"));
+    CHECK_THAT(parse_error(R"({"cases": [{"hq": 8}]})"), Contains("$.cases[0]: sequence lengths are required"));
+    CHECK_THAT(parse_error(R"({"cases": [{"seqlens_q": [], "seqlens_k": []}]})"),
+               Contains("$.cases[0].seqlens_q: needs at least one"));
+    CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 4, "batch": 0}]})"), Contains("$.cases[0].batch: must be in [1,"));
+  }
+}
+
+TEST_CASE("bad input names the field", "[config]") {
+  const std::string ok = R"("seq_len": 128, "layout": "band", "ratio": 0.5)";
+  const auto with = [&](const std::string& extra) { return R"({"cases": [{)" + ok + ", " + extra + "}]}"; };
+  SECTION("unknown key") {
+    CHECK_THAT(parse_error(with(R"("hqq": 8)")), Contains("test.json: $.cases[0].hqq: unknown key 'hqq'"));
+    CHECK_THAT(parse_error(with(R"("hqq": 8)")), Contains("expected one of: name, "));
+    CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 8}, "cases": [{}, {"x": 1}]})"),
+               Contains("test.json: $.cases[1].x: unknown key 'x'"));
+    CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 8}, "casse": []})"),
+               Contains("test.json: $.casse: unknown key"));
+    CHECK_THAT(parse_error(with(R"("input": {"kind": "gaussian", "sed": 1})")),
+               Contains("test.json: $.cases[0].input.sed: unknown key 'sed'"));
+    CHECK_THAT(parse_error(with(R"("tolerance": {"emulator_vs_reference": {"max": 1}})")),
+               Contains("$.cases[0].tolerance.emulator_vs_reference.max: unknown key 'max'"));
+    CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 8}, "timing": {"reps": 3}})"),
+               Contains("test.json: $.timing.reps: unknown key 'reps'"));
+  }
+  SECTION("wrong type") {
+    CHECK_THAT(parse_error(with(R"("hq": "8")")),
+               Contains("test.json: $.cases[0].hq: expected integer, got string \"8\""));
+    CHECK_THAT(parse_error(with(R"("hq": 3.5)")), Contains("$.cases[0].hq: expected integer, got number 3.5"));
+    CHECK_THAT(parse_error(with(R"("hq": 8.0)")), Contains("$.cases[0].hq: expected integer"));
+    CHECK_THAT(parse_error(with(R"("causal": 1)")), Contains("$.cases[0].causal: expected boolean, got number 1"));
+    CHECK_THAT(parse_error(with(R"("softmax_scale": "x")")), Contains("$.cases[0].softmax_scale: expected number"));
+    CHECK_THAT(parse_error(with(R"("input": [1])")), Contains("$.cases[0].input: expected object, got array"));
+    CHECK_THAT(parse_error(with(R"("group": "big")")),
+               Contains("$.cases[0].group: expected \"auto\" or a positive integer, got string \"big\""));
+    CHECK_THAT(parse_error(R"({"cases": [{"seqlens_q": [1, "2"], "seqlens_k": [1, 2]}]})"),
+               Contains("$.cases[0].seqlens_q[1]: expected integer"));
+    CHECK_THAT(parse_error(R"({"cases": {"seq_len": 8}})"), Contains("test.json: $.cases: expected non-empty array"));
+    CHECK_THAT(parse_error(R"({"cases": [3]})"), Contains("test.json: $.cases[0]: expected object, got number 3"));
+    CHECK_THAT(parse_error("[1]"), Contains("test.json: $: expected object"));
+  }
+  SECTION("unknown enum strings") {
+    CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 8, "layout": "bandd", "ratio": 0.5}]})"),
+               Contains("test.json: $.cases[0].layout: unknown layout 'bandd' (expected one of: zero, one, band,"));
+    CHECK_THAT(parse_error(with(R"("mode": "fast")")),
+               Contains("$.cases[0].mode: unknown mode 'fast' (expected one of: quantize_once, on_the_fly)"));
+    CHECK_THAT(parse_error(with(R"("state": "bf16")")),
+               Contains("$.cases[0].state: unknown state 'bf16' (expected one of: fp32, fp16)"));
+    CHECK_THAT(parse_error(with(R"("accum": "int32")")), Contains("$.cases[0].accum: unknown accum 'int32'"));
+    CHECK_THAT(parse_error(with(R"("input": {"kind": "uniform"})")),
+               Contains("$.cases[0].input.kind: unknown kind 'uniform' (expected one of: gaussian, llm_like, npy)"));
+    CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 8}, "methods": ["tilemix", "fa3"]})"),
+               Contains("test.json: $.methods[1]: unknown method 'fa3'"));
+  }
+  SECTION("ratio outside [0, 1], or missing") {
+    CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 8, "layout": "band", "ratio": 1.5}]})"),
+               Contains("test.json: $.cases[0].ratio: must be in [0, 1]"));
+    CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 8, "layout": "band", "ratio": -0.25}]})"),
+               Contains("$.cases[0].ratio: must be in [0, 1] (the requested INT8 coverage), got -0.25"));
+    // The path is where the value was written, here in the defaults.
+    CHECK_THAT(parse_error(R"({"defaults": {"ratio": 2}, "cases": [{"seq_len": 8, "layout": "band"}]})"),
+               Contains("test.json: $.defaults.ratio: must be in [0, 1]"));
+    CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 8, "layout": "band"}]})"),
+               Contains("test.json: $.cases[0]: ratio is required for layout band"));
+  }
+  SECTION("shape rules") {
+    CHECK_THAT(parse_error(with(R"("hq": 8, "hk": 3)")), Contains("test.json: $.cases[0].hk: hq % hk must be 0"));
+    CHECK_THAT(parse_error(with(R"("d": 96)")), Contains("test.json: $.cases[0].d: unsupported head dimension 96"));
+    CHECK_THAT(parse_error(with(R"("hq": 0)")), Contains("$.cases[0].hq: must be in [1,"));
+    CHECK_THAT(parse_error(R"({"cases": [{"seq_len": -4}]})"),
+               Contains("test.json: $.cases[0].seq_len: negative sequence length -4"));
+    CHECK_THAT(parse_error(R"({"cases": [{"lq": 4, "lk": -1}]})"), Contains("$.cases[0].lk: negative sequence length"));
+    CHECK_THAT(parse_error(R"({"cases": [{"seqlens_q": [4, -1], "seqlens_k": [4, 4]}]})"),
+               Contains("test.json: $.cases[0].seqlens_q[1]: negative sequence length -1"));
+    CHECK_THAT(parse_error(R"({"cases": [{"seqlens_q": [4, 4], "seqlens_k": [4, 4, 4]}]})"),
+               Contains("test.json: $.cases[0].seqlens_k: has 3 lengths but seqlens_q has 2"));
+    CHECK_THAT(parse_error(with(R"("softmax_scale": 0)")),
+               Contains("$.cases[0].softmax_scale: must be a finite number > 0"));
+    CHECK_THAT(parse_error(with(R"("block_m": 100)")), Contains("test.json: $.cases[0]: block_m 100"));
+  }
+  SECTION("a user group with more than 64 routing groups") {
+    CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 8192, "group": 1}]})"),
+               Contains("test.json: $.cases[0].group: g=1 gives Tmask=128"));
+    CHECK(parse(R"({"cases": [{"seq_len": 8192, "group": 2}]})").cases[0].routing.group == 2);
+  }
+  SECTION("input parameters") {
+    CHECK_THAT(parse_error(with(R"("input": {"stddev": 0})")),
+               Contains("$.cases[0].input.stddev: must be a finite number > 0"));
+    CHECK_THAT(parse_error(with(R"("input": {"outlier_channels": 200})")),
+               Contains("$.cases[0].input.outlier_channels: must be in [0, 118]"));
+    CHECK_THAT(parse_error(with(R"("input": {"kind": "npy", "q": "q.npy"})")),
+               Contains("$.cases[0].input.q: file not found: q.npy"));
+    CHECK_THAT(parse_error(with(R"("input": {"kind": "npy"})")),
+               Contains("$.cases[0].input.q: is required for input kind npy"));
+    CHECK_THAT(parse_error(with(R"("input": {"q": "q.npy"})")),
+               Contains("$.cases[0].input.q: is only used with input kind npy"));
+  }
+  SECTION("tolerances, methods and timing") {
+    CHECK_THAT(parse_error(with(R"("tolerance": {"emulator_vs_reference": {"max_abs": -1}})")),
+               Contains("$.cases[0].tolerance.emulator_vs_reference.max_abs: must be a finite number >= 0"));
+    CHECK_THAT(parse_error(with(R"("tolerance": {"emulator_vs_reference": {"min_cosine": 2}})")),
+               Contains("min_cosine: must be in [-1, 1]"));
+    CHECK_THAT(parse_error(with(R"("tolerance": {"gpu": {}})")),
+               Contains("$.cases[0].tolerance.gpu: unknown key 'gpu'"));
+    CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 8}, "methods": ["tilemix", "tilemix"]})"),
+               Contains("$.methods[1]: method 'tilemix' is listed twice"));
+    CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 8}, "timing": {"min_reps": 5, "max_reps": 2}})"),
+               Contains("$.timing.max_reps: must be >= min_reps"));
+  }
+  SECTION("layout file needs words") {
+    CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 8, "layout": "file"}]})"),
+               Contains("$.cases[0].words_file: is required for layout file"));
+    CHECK_THAT(parse_error(with(R"("words_file": "w.json")")),
+               Contains("$.cases[0].words_file: is only used with layout file"));
+  }
+  SECTION("duplicate case names") {
+    CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 8}, "cases": [{"name": "a"}, {"name": "a"}]})"),
+               Contains("test.json: $.cases[1]: case name 'a' is also used by test.json: $.cases[0]"));
+  }
+}
+
+TEST_CASE("zero and one fix the ratio; other layouts keep it", "[config]") {
+  const auto cfg = parse(R"({"defaults": {"seq_len": 64, "ratio": 0.5},
+                            "cases": [{"layout": "zero"}, {"layout": "one"}, {"layout": "global"}]})");
+  CHECK(cfg.cases[0].routing.ratio == 0.0);
+  CHECK(cfg.cases[1].routing.ratio == 1.0);
+  CHECK(cfg.cases[2].routing.ratio == 0.5);
+}
+
+TEST_CASE("objects merge key by key: defaults, then the case", "[config]") {
+  const auto cfg = parse(R"({"defaults": {"seq_len": 64, "seed": 3, "input": {"kind": "llm_like", "stddev": 2},
+                                          "tolerance": {"emulator_vs_reference": {"max_abs": 0.1}}},
+                            "cases": [{"input": {"seed": 9},
+                                       "tolerance": {"emulator_vs_reference": {"rel_l2": 0.2}}}]})");
+  const CaseSpec& c = cfg.cases[0];
+  CHECK(c.input.kind == InputKind::llm_like);
+  CHECK(c.input.stddev == 2.0f);
+  CHECK(c.input.seed == 9);
+  CHECK(c.routing.seed == 3);
+  CHECK(c.tolerance.emulator_vs_reference.max_abs == 0.1);
+  CHECK(c.tolerance.emulator_vs_reference.rel_l2 == 0.2);
+  CHECK(c.json["input"]["stddev"] == 2);
+  CHECK(c.json["input"]["seed"] == 9);
+}
+
+TEST_CASE("axes expand every case in file order", "[config]") {
+  const auto cfg = parse(R"({"name": "sweep",
+    "defaults": {"ratio": 0.5},
+    "cases": [{"layout": "band"}, {"name": "g", "layout": "global"}],
+    "axes": {"seq_len": [64, 128], "input.kind": ["gaussian", "llm_like"], "causal": [false, true]}})");
+  REQUIRE(cfg.cases.size() == 16);
+  CHECK(cfg.cases[0].name == "sweep-0/seq_len=64/input.kind=gaussian/causal=false");
+  CHECK(cfg.cases[1].name == "sweep-0/seq_len=64/input.kind=gaussian/causal=true");
+  CHECK(cfg.cases[2].name == "sweep-0/seq_len=64/input.kind=llm_like/causal=false");
+  CHECK(cfg.cases[4].name == "sweep-0/seq_len=128/input.kind=gaussian/causal=false");
+  CHECK(cfg.cases[8].name == "g/seq_len=64/input.kind=gaussian/causal=false");
+  CHECK(cfg.cases[4].shape.total_q() == 128);
+  CHECK(cfg.cases[2].input.kind == InputKind::llm_like);
+  CHECK(cfg.cases[1].shape.causal);
+  CHECK(cfg.cases[8].routing.layout == LayoutKind::global);
+  CHECK(cfg.cases[8].where == "test.json: $.cases[1]");
+  CHECK(cfg.cases[3].json["seq_len"] == 64);
+}
+
+TEST_CASE("axis values override the case, and their errors name the axis", "[config]") {
+  const auto cfg = parse(R"({"cases": [{"seq_len": 64, "layout": "band", "ratio": 0.1}],
+                            "axes": {"ratio": [0.25, 0.75]}})");
+  REQUIRE(cfg.cases.size() == 2);
+  CHECK(cfg.cases[0].routing.ratio == 0.25);
+  CHECK(cfg.cases[1].routing.ratio == 0.75);
+  CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 64, "layout": "band"}], "axes": {"ratio": [0.5, 2]}})"),
+             Contains("test.json: $.axes.ratio[1]: must be in [0, 1]"));
+  CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 8}, "axes": {"hqq": [1]}})"),
+             Contains("test.json: $.axes.hqq: unknown case key 'hqq'"));
+  CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 8}, "axes": {"hq": []}})"),
+             Contains("test.json: $.axes.hq: expected non-empty array"));
+  // An axis of lengths replaces the case's lengths of another form.
+  const auto lens = parse(R"({"cases": [{"seqlens_q": [1, 2], "seqlens_k": [1, 2]}], "axes": {"seq_len": [16]}})");
+  CHECK(lens.cases[0].shape.cu_seqlens_q == std::vector<int64_t>{0, 16});
+}
+
+TEST_CASE("--set overrides replace or add axes", "[config]") {
+  const std::string text = R"({"name": "s", "defaults": {"seq_len": 64, "layout": "band", "ratio": 0.5},
+                               "axes": {"seq_len": [64, 128], "causal": [false]}})";
+  const auto cfg = parse(text, {"seq_len=256,512,1024", "layout=global,rowrand", "causal=true", "input.seed=5"});
+  REQUIRE(cfg.cases.size() == 6);
+  CHECK(cfg.cases[0].name == "s-0/seq_len=256/causal=true/layout=global/input.seed=5");
+  CHECK(cfg.cases[1].routing.layout == LayoutKind::rowrand);
+  CHECK(cfg.cases[5].shape.total_q() == 1024);
+  CHECK(cfg.cases[5].shape.causal);
+  CHECK(cfg.cases[5].input.seed == 5);
+  CHECK(cfg.json["axes"]["seq_len"] == nlohmann::json::array({256, 512, 1024}));
+  CHECK(cfg.json["axes"]["layout"] == nlohmann::json::array({"global", "rowrand"}));
+
+  CHECK_THAT(parse_error(text, {"hqq=4"}), Contains("--set hqq: unknown case key 'hqq'"));
+  CHECK_THAT(parse_error(text, {"seq_len"}), Contains("--set seq_len: expected key=value"));
+  CHECK_THAT(parse_error(text, {"seq_len=64,"}), Contains("--set seq_len: empty value"));
+  CHECK_THAT(parse_error(text, {"ratio=1.5"}), Contains("--set ratio: must be in [0, 1]"));
+  CHECK_THAT(parse_error(text, {"hq=eight"}), Contains("--set hq: expected integer, got string \"eight\""));
+}
+
+TEST_CASE("config files: paths, syntax errors, missing files", "[config]") {
+  TempDir dir;
+  SECTION("relative input and word files resolve against the config's directory") {
+    dir.write("sub/data/q.npy", "x");
+    dir.write("sub/data/k.npy", "x");
+    dir.write("sub/data/v.npy", "x");
+    dir.write("sub/words.json", "{}");
+    const std::string path = dir.write("sub/cfg.json", R"({"cases": [
+        {"seq_len": 8, "input": {"kind": "npy", "q": "data/q.npy", "k": "data/k.npy", "v": "data/v.npy"}},
+        {"seq_len": 8, "layout": "file", "words_file": "words.json"}]})");
+    const auto cfg = load_config(path);
+    CHECK(cfg.name == "cfg");
+    CHECK(cfg.cases[0].input.q_path == (dir.path / "sub/data/q.npy").string());
+    CHECK(cfg.cases[0].input.v_path == (dir.path / "sub/data/v.npy").string());
+    CHECK(cfg.cases[1].routing.words_file == (dir.path / "sub/words.json").string());
+    CHECK(cfg.cases[0].where == path + ": $.cases[0]");
+  }
+  SECTION("a missing word file") {
+    const std::string path =
+        dir.write("cfg.json", R"({"cases": [{"seq_len": 8, "layout": "file", "words_file": "w.json"}]})");
+    CHECK_THROWS_WITH(load_config(path),
+                      Contains(path + ": $.cases[0].words_file: file not found: " + (dir.path / "w.json").string()));
+  }
+  SECTION("syntax error") {
+    const std::string path = dir.write("bad.json", "{\"defaults\": {\"seq_len\": 8,}}");
+    CHECK_THROWS_AS(load_config(path), InputError);
+    CHECK_THROWS_WITH(load_config(path), Contains(path + ": invalid JSON at byte 28"));
+    CHECK_THROWS_WITH(read_json_file(path), Contains("line 1, column 28"));
+  }
+  SECTION("missing file and directory") {
+    const std::string missing = (dir.path / "nope.json").string();
+    CHECK_THROWS_WITH(load_config(missing), Contains(missing + ": cannot open file"));
+    CHECK_THROWS_WITH(read_json_file(dir.path.string()), Contains("is a directory"));
+  }
+}
+
+TEST_CASE("JsonObjectReader getters are strict", "[config]") {
+  const auto j = nlohmann::json::parse(
+      R"({"i": 3, "big": 18446744073709551615, "f": 2.5, "b": true, "s": "x", "a": [1, 2], "o": {"k": 1}})");
+  JsonObjectReader r(j, "f.json", "$.top");
+  CHECK(r.integer("i") == 3);
+  CHECK(r.number("i") == 3.0);
+  CHECK(r.number("f") == 2.5);
+  CHECK(r.boolean("b") == true);
+  CHECK(r.string("s") == "x");
+  CHECK(r.choice("s", {"x", "y"}) == "x");
+  CHECK(r.integer_array("a") == std::vector<int64_t>{1, 2});
+  CHECK_FALSE(r.integer("absent").has_value());
+  CHECK(r.where("i") == "f.json: $.top.i");
+  CHECK_THROWS_WITH(r.integer("big"), Contains("f.json: $.top.big: integer 18446744073709551615 is out of range"));
+  CHECK_THROWS_WITH(r.integer("f"), "f.json: $.top.f: expected integer, got number 2.5");
+  CHECK_THROWS_WITH(r.string("b"), "f.json: $.top.b: expected string, got boolean true");
+  CHECK_THROWS_WITH(r.choice("s", {"y", "z"}), "f.json: $.top.s: unknown s 'x' (expected one of: y, z)");
+  CHECK_THROWS_WITH(r.raw("missing"), "f.json: $.top.missing: is required");
+  CHECK_THROWS_WITH(r.finish(), Contains("f.json: $.top.o: unknown key 'o'"));
+  auto o = r.object("o");
+  REQUIRE(o);
+  CHECK_THROWS_WITH(o->finish(), "f.json: $.top.o.k: unknown key 'k'");
+  CHECK(o->integer("k") == 1);
+  o->set_key_path("k", "$.elsewhere");
+  CHECK(o->where("k") == "f.json: $.elsewhere");
+  CHECK_NOTHROW(o->finish());
+  CHECK_NOTHROW(r.finish());
+}
