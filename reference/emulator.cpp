@@ -1,1 +1,277 @@
 #include "reference/emulator.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "core/fp16.hpp"
+#include "core/quant.hpp"
+
+namespace tilemix {
+namespace {
+
+constexpr float kLog2e = 1.44269504088896340736f;
+constexpr float kLn2 = 0.69314718055994530942f;
+constexpr int kAccumChunk = 16;  // keys per MMA k-step; accum fp16 rounds O after each
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr size_t kParallelConversion = size_t{1} << 18;  // smaller conversions are not worth a thread team
+
+// Every partial sum of d products of INT8 codes is an integer below 2^24, so summing the codes
+// in fp32 is the exact int32 accumulation (and vectorizes like the FP16 path).
+constexpr int kMaxExactInt8Dim = (1 << 24) / (127 * 127);
+
+std::vector<float> half_to_float_array(const std::vector<uint16_t>& x) {
+  std::vector<float> out(x.size());
+#pragma omp parallel for schedule(static) if (x.size() >= kParallelConversion)
+  for (size_t i = 0; i < x.size(); ++i) out[i] = half_to_float(x[i]);
+  return out;
+}
+
+// [total, heads, d] -> [heads, d, total]: the keys of one channel are contiguous, so the score
+// loops run over keys and each score keeps one sequential sum over channels.
+template <typename T, typename Convert>
+std::vector<float> transpose_keys(const std::vector<T>& x, int64_t total, int heads, int d, Convert convert) {
+  std::vector<float> out(x.size());
+#pragma omp parallel for collapse(2) schedule(static) if (x.size() >= kParallelConversion)
+  for (int h = 0; h < heads; ++h) {
+    for (int c = 0; c < d; ++c) {
+      float* dst = &out[(static_cast<size_t>(h) * d + c) * total];
+      for (int64_t t = 0; t < total; ++t) dst[t] = convert(x[(static_cast<size_t>(t) * heads + h) * d + c]);
+    }
+  }
+  return out;
+}
+
+// The operands as the emulated kernel reads them, converted once.
+struct Operands {
+  std::vector<float> q;    // [total_q, hq, d]
+  std::vector<float> k_t;  // [hk, d, total_k]
+  std::vector<float> v;    // [total_k, hk, d]
+  // INT8 operands, present only when some tile is routed to INT8.
+  QuantizedTensor q8, k8;  // codes and scales of quantize_blockwise
+  std::vector<float> q8_codes;   // [total_q, hq, d]
+  std::vector<float> k8_codes_t;  // [hk, d, total_k]
+};
+
+struct QueryTile {
+  int b;
+  int h;
+  int m;
+};
+
+// Online-softmax state and scratch of one query tile.
+struct TileState {
+  std::vector<float> row_max, row_sum, acc;  // m, l, O [rows, d]
+  std::vector<float> score;                  // s of the current key tile [rows, block_n]
+  std::vector<float> prob;                   // fp16(p) of one row [block_n]
+  std::vector<double> dot;                   // FP16-path sums of one row [block_n]
+  std::vector<float> int8_dot;               // INT8-path sums of one row [block_n]
+};
+
+class TileEmulator {
+ public:
+  TileEmulator(const AttentionShape& shape, const RoutingPlan& plan, const EmulatorOptions& options,
+               const Operands& ops, EmulatorResult& result)
+      : shape_(shape), plan_(plan), options_(options), ops_(ops), result_(result),
+        scale_log2_(shape.softmax_scale * kLog2e) {}
+
+  void run(const QueryTile& tile, TileState& st) const {
+    const SequenceTiling& t = plan_.tilings[tile.b];
+    const int d = shape_.d, block_n = t.geometry.block_n;
+    const int64_t i0 = t.row_begin(tile.m), rows = t.row_end(tile.m) - i0;
+    st.row_max.assign(rows, kNegInf);
+    st.row_sum.assign(rows, 0.0f);
+    st.acc.assign(static_cast<size_t>(rows) * d, 0.0f);
+    st.score.resize(static_cast<size_t>(rows) * block_n);
+    st.prob.resize(block_n);
+    st.dot.resize(block_n);
+    st.int8_dot.resize(block_n);
+
+    const int tiles = t.legal_tile_end(tile.m);
+    for (int step = 0; step < tiles; ++step) {
+      const int n = options_.key_order == KeyOrder::ascending ? step : tiles - 1 - step;
+      scores(tile, n, st);
+      update_state(tile, n, st);
+    }
+    write_output(tile, st);
+  }
+
+ private:
+  // s of key tile n in the log2 domain; illegal elements -inf.
+  void scores(const QueryTile& tile, int n, TileState& st) const {
+    const SequenceTiling& t = plan_.tilings[tile.b];
+    const int d = shape_.d, hq = shape_.hq, block_n = t.geometry.block_n;
+    const int kvh = shape_.kv_head_of(tile.h);
+    const int64_t i0 = t.row_begin(tile.m), rows = t.row_end(tile.m) - i0;
+    const int64_t j0 = static_cast<int64_t>(n) * block_n, width = std::min<int64_t>(t.lk, j0 + block_n) - j0;
+    const int64_t q_first = shape_.cu_seqlens_q[tile.b] + i0, k_first = shape_.cu_seqlens_k[tile.b] + j0;
+    const int64_t total_k = shape_.total_k();
+    const bool int8 = plan_.int8_route(kvh, tile.b, tile.m, n);
+
+    for (int64_t r = 0; r < rows; ++r) {
+      float* s = &st.score[static_cast<size_t>(r) * block_n];
+      const int64_t legal = std::clamp<int64_t>(visible_keys(i0 + r, t.lq, t.lk, t.causal) - j0, 0, width);
+      const size_t q_offset = (static_cast<size_t>(q_first + r) * hq + tile.h) * d;
+      if (int8) {
+        const float* q = &ops_.q8_codes[q_offset];
+        float* acc = st.int8_dot.data();
+        std::fill(acc, acc + legal, 0.0f);
+        for (int c = 0; c < d; ++c) {
+          const float* k = &ops_.k8_codes_t[(static_cast<size_t>(kvh) * d + c) * total_k + k_first];
+          const float qc = q[c];
+          for (int64_t j = 0; j < legal; ++j) acc[j] += qc * k[j];
+        }
+        const float q_scale = ops_.q8.scale(tile.b, i0 + r, tile.h) * scale_log2_;
+        for (int64_t j = 0; j < legal; ++j) s[j] = (acc[j] * q_scale) * ops_.k8.scale(tile.b, j0 + j, kvh);
+      } else {
+        const float* q = &ops_.q[q_offset];
+        double* acc = st.dot.data();
+        std::fill(acc, acc + legal, 0.0);
+        for (int c = 0; c < d; ++c) {
+          const float* k = &ops_.k_t[(static_cast<size_t>(kvh) * d + c) * total_k + k_first];
+          const float qc = q[c];
+          // fp16 x fp16 products are exact in fp32; the sum is kept in double.
+          for (int64_t j = 0; j < legal; ++j) acc[j] += static_cast<double>(qc * k[j]);
+        }
+        for (int64_t j = 0; j < legal; ++j) s[j] = static_cast<float>(acc[j]) * scale_log2_;
+      }
+      std::fill(s + legal, s + width, kNegInf);
+    }
+  }
+
+  void update_state(const QueryTile& tile, int n, TileState& st) const {
+    const SequenceTiling& t = plan_.tilings[tile.b];
+    const int d = shape_.d, hk = shape_.hk, block_n = t.geometry.block_n;
+    const int kvh = shape_.kv_head_of(tile.h);
+    const int64_t i0 = t.row_begin(tile.m), rows = t.row_end(tile.m) - i0;
+    const int64_t j0 = static_cast<int64_t>(n) * block_n, width = std::min<int64_t>(t.lk, j0 + block_n) - j0;
+    const int64_t k_first = shape_.cu_seqlens_k[tile.b] + j0;
+    const bool fp16_state = options_.numerics.state == StatePrecision::fp16;
+    const bool fp16_accum = options_.numerics.accum == AccumPrecision::fp16;
+
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* s = &st.score[static_cast<size_t>(r) * block_n];
+      float* p16 = st.prob.data();
+      float* o = &st.acc[static_cast<size_t>(r) * d];
+
+      float tile_max = kNegInf;
+      for (int64_t j = 0; j < width; ++j) tile_max = std::max(tile_max, s[j]);
+      float m_new = std::max(st.row_max[r], tile_max);
+      if (fp16_state) m_new = round_to_half(m_new);
+      const float reference = m_new == kNegInf ? 0.0f : m_new;
+      const float alpha = std::exp2(st.row_max[r] - reference);
+
+      float p_sum = 0.0f;
+      for (int64_t j = 0; j < width; ++j) {
+        const float p = std::exp2(s[j] - reference);
+        p_sum += p;
+        p16[j] = round_to_half(p);
+      }
+      st.row_max[r] = m_new;
+      st.row_sum[r] = st.row_sum[r] * alpha + p_sum;
+      if (fp16_state) st.row_sum[r] = round_to_half(st.row_sum[r]);
+
+      for (int c = 0; c < d; ++c) o[c] *= alpha;
+      if (fp16_accum) {
+        for (int c = 0; c < d; ++c) o[c] = round_to_half(o[c]);
+      }
+      for (int64_t chunk = 0; chunk < width; chunk += kAccumChunk) {
+        const int64_t chunk_end = std::min<int64_t>(width, chunk + kAccumChunk);
+        for (int64_t j = chunk; j < chunk_end; ++j) {
+          const float p = p16[j];
+          const float* v = &ops_.v[(static_cast<size_t>(k_first + j) * hk + kvh) * d];
+          for (int c = 0; c < d; ++c) o[c] += p * v[c];
+        }
+        if (fp16_accum) {
+          for (int c = 0; c < d; ++c) o[c] = round_to_half(o[c]);
+        }
+      }
+      if (fp16_state) {
+        for (int c = 0; c < d; ++c) o[c] = round_to_half(o[c]);
+      }
+    }
+  }
+
+  void write_output(const QueryTile& tile, const TileState& st) const {
+    const SequenceTiling& t = plan_.tilings[tile.b];
+    const int d = shape_.d, hq = shape_.hq;
+    const int64_t i0 = t.row_begin(tile.m), rows = t.row_end(tile.m) - i0;
+    const int64_t q_first = shape_.cu_seqlens_q[tile.b] + i0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float l = st.row_sum[r];
+      uint16_t* o = &result_.o[(static_cast<size_t>(q_first + r) * hq + tile.h) * d];
+      float& lse = result_.lse[static_cast<size_t>(tile.h) * shape_.total_q() + q_first + r];
+      if (l == 0.0f) {
+        std::fill(o, o + d, uint16_t{0});
+        lse = kNegInf;
+        continue;
+      }
+      const float* acc = &st.acc[static_cast<size_t>(r) * d];
+      for (int c = 0; c < d; ++c) o[c] = float_to_half(acc[c] / l);
+      lse = (st.row_max[r] + std::log2(l)) * kLn2;
+    }
+  }
+
+  const AttentionShape& shape_;
+  const RoutingPlan& plan_;
+  const EmulatorOptions& options_;
+  const Operands& ops_;
+  EmulatorResult& result_;
+  const float scale_log2_;
+};
+
+void check_plan_matches(const AttentionShape& shape, const RoutingPlan& plan) {
+  bool ok = plan.hk == shape.hk && static_cast<int>(plan.tilings.size()) == shape.batch() &&
+            static_cast<int>(plan.tile_offset.size()) == shape.batch() + 1 &&
+            plan.words.size() == static_cast<size_t>(plan.hk) * plan.total_tiles();
+  for (int b = 0; ok && b < shape.batch(); ++b) {
+    const SequenceTiling& t = plan.tilings[b];
+    ok = t.lq == shape.seqlen_q(b) && t.lk == shape.seqlen_k(b) && t.causal == shape.causal &&
+         plan.tile_offset[b + 1] - plan.tile_offset[b] == t.tm;
+  }
+  if (!ok) throw std::invalid_argument("emulate_attention: the routing plan was built for another shape");
+}
+
+}  // namespace
+
+EmulatorResult emulate_attention(const AttentionShape& shape, const AttentionInputs& inputs, const RoutingPlan& plan,
+                                 const EmulatorOptions& options) {
+  if (!(shape.softmax_scale > 0.0f)) throw std::invalid_argument("emulate_attention: softmax_scale is not resolved");
+  if (shape.d > kMaxExactInt8Dim) throw std::invalid_argument("emulate_attention: head dimension too large");
+  check_plan_matches(shape, plan);
+  const int hq = shape.hq, hk = shape.hk, d = shape.d;
+  const int64_t total_q = shape.total_q(), total_k = shape.total_k();
+
+  Operands ops;
+  ops.q = half_to_float_array(inputs.q);
+  ops.k_t = transpose_keys(inputs.k, total_k, hk, d, [](uint16_t x) { return half_to_float(x); });
+  ops.v = half_to_float_array(inputs.v);
+  if (std::any_of(plan.words.begin(), plan.words.end(), [](uint64_t w) { return w != 0; })) {
+    ops.q8 = quantize_blockwise(inputs.q, shape.cu_seqlens_q, hq, d, kBlockQ);
+    ops.k8 = quantize_blockwise(inputs.k, shape.cu_seqlens_k, hk, d, kBlockK);
+    ops.q8_codes.assign(ops.q8.codes.begin(), ops.q8.codes.end());
+    ops.k8_codes_t = transpose_keys(ops.k8.codes, total_k, hk, d, [](int8_t x) { return static_cast<float>(x); });
+  }
+
+  EmulatorResult result;
+  result.o.assign(static_cast<size_t>(total_q) * hq * d, 0);
+  result.lse.assign(static_cast<size_t>(total_q) * hq, kNegInf);
+
+  std::vector<QueryTile> tiles;
+  for (int b = 0; b < shape.batch(); ++b) {
+    for (int h = 0; h < hq; ++h) {
+      for (int m = 0; m < plan.tilings[b].tm; ++m) tiles.push_back({b, h, m});
+    }
+  }
+  const TileEmulator emulator(shape, plan, options, ops, result);
+#pragma omp parallel
+  {
+    TileState state;
+#pragma omp for schedule(dynamic)
+    for (size_t i = 0; i < tiles.size(); ++i) emulator.run(tiles[i], state);
+  }
+  return result;
+}
+
+}  // namespace tilemix

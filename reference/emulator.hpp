@@ -2,17 +2,21 @@
 // CPU model of the routed kernel's numerics (SPEC 7). It walks the same compute tiles in the same
 // order as the kernel and rounds at the same points, so a GPU kernel is compared with it tightly.
 //
-// Per (sequence, query head, query tile m), key tiles n of the legal range in `key_order`:
+// Per (sequence, query head, query tile m), key tiles n in [0, legal_tile_end(m)) in `key_order`:
 //   route  = (word >> (n / g)) & 1
 //   FP16:  s = fp32(sum_k q*k) * scale_log2                  (scale_log2 = softmax_scale * log2 e, fp32)
+//          products exact, summed in double in ascending channel order, rounded once to fp32
 //   INT8:  s = (fp32(sum_k q8*k8) * (scale_q * scale_log2)) * scale_k   (int32 sum, exact)
+//          scale_q of the row's BLKQ block and query head, scale_k of the key's BLKK block and KV head
 //   illegal (causal / bounds) elements: -inf
 //   m_new  = max(m, rowmax(s))            [fp16 state: rounded to fp16]
 //   p      = exp2(s - m_new), alpha = exp2(m - m_new)   (m_new = -inf uses 0)
-//   l      = l * alpha + rowsum(p)        [fp16 state: rounded]
+//   l      = l * alpha + rowsum(p)        [fp16 state: rounded]; rowsum of the fp32 p, keys ascending
 //   O      = O * alpha + fp16(p) @ V      [accum fp16: O*alpha rounded, then rounded after every
 //                                          16-key chunk; fp16 state: O rounded after the tile]
-// Final: o = fp16(O / l); lse = (m + log2 l) * ln 2; a row with l == 0 gives o = 0, lse = -inf.
+//          fp32 adds into O, keys ascending within the tile, channel by channel
+// Final: o = fp16(O / l); lse = (m + log2 l) * ln 2 in fp32; a row with l == 0 gives o = 0, lse = -inf.
+// Both quantization modes use the same codes and scales, so they give bit-identical results.
 #include <cstdint>
 #include <vector>
 
@@ -35,6 +39,7 @@ struct EmulatorResult {
 };
 
 // Uses the plan's geometry and words; quantizes Q/K with quantize_blockwise (both modes share it).
+// `shape` must be validated and `plan` built for it. Uses every OpenMP thread.
 EmulatorResult emulate_attention(const AttentionShape& shape, const AttentionInputs& inputs, const RoutingPlan& plan,
                                  const EmulatorOptions& options);
 

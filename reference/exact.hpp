@@ -12,6 +12,7 @@ struct ExactResult {
   std::vector<double> lse;  // [hq, total_q], natural log; -inf where a query sees no key
 };
 
+// `shape` must be validated (softmax_scale resolved). Uses every OpenMP thread.
 ExactResult exact_attention(const AttentionShape& shape, const AttentionInputs& inputs);
 
 }  // namespace tilemix

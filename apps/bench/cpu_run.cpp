@@ -17,8 +17,8 @@ const char* default_bench_config_json() {
   "description": "Small built-in sweep: every layout at 50% INT8 coverage, B=1, Hq=8, Hk=2, d=128, L=1024",
   "defaults": {"batch": 1, "seq_len": 1024, "hq": 8, "hk": 2, "d": 128, "causal": true, "ratio": 0.5,
                "input": {"kind": "llm_like", "seed": 1}},
-  "cases": [{"layout": "zero"}, {"layout": "one"}, {"layout": "band"}, {"layout": "global"},
-            {"layout": "rowrand"}, {"layout": "align_sparse"}, {"layout": "bigbird"}, {"layout": "sptrans"}]
+  "cases": [{"name": "zero", "layout": "zero"}, {"name": "one", "layout": "one"}, {"name": "band", "layout": "band"}, {"name": "global", "layout": "global"},
+            {"name": "rowrand", "layout": "rowrand"}, {"name": "align_sparse", "layout": "align_sparse"}, {"name": "bigbird", "layout": "bigbird"}, {"name": "sptrans", "layout": "sptrans"}]
 })json";
 }
 

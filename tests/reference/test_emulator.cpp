@@ -1,0 +1,291 @@
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/quant.hpp"
+#include "reference/emulator.hpp"
+#include "reference/exact.hpp"
+#include "tests/reference/attention_fixtures.hpp"
+
+using namespace tilemix;
+using namespace tilemix::testing;
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+EmulatorOptions options_with(StatePrecision state, AccumPrecision accum, QuantMode mode = QuantMode::quantize_once,
+                             KeyOrder order = KeyOrder::ascending) {
+  EmulatorOptions o;
+  o.numerics.state = state;
+  o.numerics.accum = accum;
+  o.numerics.mode = mode;
+  o.key_order = order;
+  return o;
+}
+
+const EmulatorOptions kDefault = options_with(StatePrecision::fp32, AccumPrecision::fp32);
+
+// Alternating INT8 / FP16 groups, so paths switch inside every query-tile row.
+RoutingPlan checkerboard_plan(const AttentionShape& s, TileGeometry geometry) {
+  return masked_plan(uniform_plan(s, geometry, true), [](int h, int, int m) {
+    return (m + h) % 2 ? 0x5555555555555555ull : 0xaaaaaaaaaaaaaaaaull;
+  });
+}
+
+// Rows with no legal key give o = 0 and lse = -inf; every other lse is finite and close to exact.
+void check_rows(const AttentionShape& s, const EmulatorResult& emu, const ExactResult& ref, double lse_tol) {
+  for (int h = 0; h < s.hq; ++h) {
+    for (int64_t t = 0; t < s.total_q(); ++t) {
+      const double want = ref.lse[h * s.total_q() + t];
+      const float got = emu.lse[h * s.total_q() + t];
+      if (std::isinf(want)) {
+        REQUIRE(got == -kInf);
+        for (int c = 0; c < s.d; ++c) REQUIRE(emu.o[(t * s.hq + h) * s.d + c] == 0);
+      } else {
+        REQUIRE(std::isfinite(got));
+        REQUIRE(std::fabs(got - want) < lse_tol);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("emulator follows the documented rounding points", "[emulator]") {
+  // One query, two keys in one key tile: the whole computation is one tile step.
+  const AttentionShape s = make_shape(1, 1, 64, false, {1}, {2}, 0.37f);
+  AttentionInputs in;
+  in.q.assign(64, 0);
+  in.k.assign(2 * 64, 0);
+  in.v.assign(2 * 64, 0);
+  const float q[3] = {1.25f, -0.5f, 0.875f}, k0[3] = {0.75f, 2.0f, -1.5f}, k1[3] = {-0.25f, 1.5f, 3.0f};
+  for (int c = 0; c < 3; ++c) {
+    in.q[c] = float_to_half(q[c]);
+    in.k[c] = float_to_half(k0[c]);
+    in.k[64 + c] = float_to_half(k1[c]);
+  }
+  for (int c = 0; c < 64; ++c) {
+    in.v[c] = float_to_half(0.1f * static_cast<float>(c) - 1.0f);
+    in.v[64 + c] = float_to_half(0.3f - 0.05f * static_cast<float>(c));
+  }
+  const float scale_log2 = 0.37f * 1.44269504088896340736f;
+
+  auto expect = [&](float s0, float s1) {
+    const float m = std::max(s0, s1);
+    const float p0 = std::exp2(s0 - m), p1 = std::exp2(s1 - m);
+    const float l = p0 + p1;
+    EmulatorResult r;
+    for (int c = 0; c < 64; ++c) {
+      float o = 0.0f;
+      o += round_to_half(p0) * half_to_float(in.v[c]);
+      o += round_to_half(p1) * half_to_float(in.v[64 + c]);
+      r.o.push_back(float_to_half(o / l));
+    }
+    r.lse.push_back((m + std::log2(l)) * 0.69314718055994530942f);
+    return r;
+  };
+
+  SECTION("FP16 path") {
+    double dot0 = 0, dot1 = 0;
+    for (int c = 0; c < 3; ++c) {
+      dot0 += static_cast<double>(q[c]) * k0[c];
+      dot1 += static_cast<double>(q[c]) * k1[c];
+    }
+    const EmulatorResult want = expect(static_cast<float>(dot0) * scale_log2, static_cast<float>(dot1) * scale_log2);
+    const EmulatorResult got = emulate_attention(s, in, uniform_plan(s, TileGeometry{64, 64}, false), kDefault);
+    CHECK(got.o == want.o);
+    CHECK(got.lse == want.lse);
+  }
+  SECTION("INT8 path") {
+    const QuantizedTensor q8 = quantize_blockwise(in.q, s.cu_seqlens_q, 1, 64, kBlockQ);
+    const QuantizedTensor k8 = quantize_blockwise(in.k, s.cu_seqlens_k, 1, 64, kBlockK);
+    int32_t c0 = 0, c1 = 0;
+    for (int c = 0; c < 64; ++c) {
+      c0 += q8.codes[c] * k8.codes[c];
+      c1 += q8.codes[c] * k8.codes[64 + c];
+    }
+    const float sq = q8.scales[0] * scale_log2, sk = k8.scales[0];
+    const EmulatorResult want = expect((static_cast<float>(c0) * sq) * sk, (static_cast<float>(c1) * sq) * sk);
+    const EmulatorResult got = emulate_attention(s, in, uniform_plan(s, TileGeometry{64, 64}, true), kDefault);
+    CHECK(got.o == want.o);
+    CHECK(got.lse == want.lse);
+  }
+}
+
+TEST_CASE("emulator: zero layout is within FP16 rounding of exact, one layout within INT8 error", "[emulator]") {
+  const AttentionShape s = make_shape(4, 2, 128, true, {512}, {512});
+  const TileGeometry geo{128, 64};
+  for (const InputKind kind : {InputKind::gaussian, InputKind::llm_like}) {
+    const AttentionInputs in = seeded_inputs(s, 7, kind);
+    const ExactResult ref = exact_attention(s, in);
+    const double ref_max = max_abs_value(ref.o);
+
+    const EmulatorResult zero = emulate_attention(s, in, uniform_plan(s, geo, false), kDefault);
+    const Deviation zc = compare(zero.o, ref.o);
+    INFO(to_string(kind) << " zero: rel_l2 " << zc.rel_l2 << " max_abs " << zc.max_abs << " (ref max " << ref_max
+                         << ")");
+    CHECK(zc.nonfinite == 0);
+    CHECK(zc.rel_l2 < 1e-3);
+    CHECK(zc.max_abs <= 4 * half_ulp(ref_max));
+    check_rows(s, zero, ref, 1e-4);
+
+    const EmulatorResult one = emulate_attention(s, in, uniform_plan(s, geo, true), kDefault);
+    const Deviation oc = compare(one.o, ref.o);
+    INFO(to_string(kind) << " one: rel_l2 " << oc.rel_l2 << " max_abs " << oc.max_abs);
+    CHECK(oc.nonfinite == 0);
+    CHECK(oc.rel_l2 > 2 * zc.rel_l2);
+    // llm_like's outlier channels and sink key widen the K scales: coarser codes, larger error.
+    const bool gaussian = kind == InputKind::gaussian;
+    CHECK(oc.rel_l2 < (gaussian ? 0.05 : 0.1));
+    check_rows(s, one, ref, gaussian ? 0.1 : 1.0);
+  }
+}
+
+TEST_CASE("emulator: mean error grows with INT8 coverage for every layout", "[emulator]") {
+  const std::vector<double> ratios = {0.0, 0.25, 0.5, 0.75, 1.0};
+  for (const bool causal : {true, false}) {
+    const AttentionShape s = make_shape(2, 1, 128, causal, {1024}, {1024});
+    const AttentionInputs in = seeded_inputs(s, 23);
+    const ExactResult ref = exact_attention(s, in);
+    for (LayoutKind layout : generated_layouts()) {
+      if (layout == LayoutKind::zero || layout == LayoutKind::one) continue;
+      std::string trace;
+      double previous_error = -1.0, previous_cells = -1.0, first_error = 0.0;
+      for (double ratio : ratios) {
+        const RoutingPlan plan = layout_plan(s, TileGeometry{128, 64}, layout, ratio);
+        const double error = compare(emulate_attention(s, in, plan, kDefault).o, ref.o).mean_abs;
+        const double cells = plan.coverage.cells();
+        trace += " " + std::to_string(ratio) + " (groups " + std::to_string(plan.coverage.groups()) + ", cells " +
+                 std::to_string(cells) + "): " + std::to_string(error) + ";";
+        INFO(to_string(layout) << " causal " << causal << ":" << trace);
+        // A layout whose grid cannot reach a ratio repeats its closest map; only real growth counts.
+        if (cells > previous_cells) CHECK(error > previous_error);
+        if (ratio == 0.0) first_error = error;
+        if (ratio == 1.0) CHECK(error > 2 * first_error);
+        previous_error = error;
+        previous_cells = cells;
+      }
+    }
+  }
+}
+
+TEST_CASE("emulator: quantize_once and on_the_fly give bit-identical outputs", "[emulator]") {
+  const AttentionShape s = make_shape(6, 2, 64, true, {300, 1, 0, 77}, {300, 1, 0, 140});
+  const AttentionInputs in = seeded_inputs(s, 11);
+  for (const RoutingPlan& plan : {uniform_plan(s, {128, 64}, true), checkerboard_plan(s, {64, 64})}) {
+    for (StatePrecision state : {StatePrecision::fp32, StatePrecision::fp16}) {
+      const EmulatorResult once =
+          emulate_attention(s, in, plan, options_with(state, AccumPrecision::fp32, QuantMode::quantize_once));
+      const EmulatorResult fly =
+          emulate_attention(s, in, plan, options_with(state, AccumPrecision::fp32, QuantMode::on_the_fly));
+      CHECK(once.o == fly.o);
+      CHECK(once.lse == fly.lse);
+    }
+  }
+}
+
+TEST_CASE("emulator: fp16 state and fp16 accumulation stay close to fp32 state", "[emulator]") {
+  const AttentionShape s = make_shape(4, 1, 128, true, {384}, {384});
+  const AttentionInputs in = seeded_inputs(s, 13);
+  const ExactResult ref = exact_attention(s, in);
+  const TileGeometry geo{128, 64};
+  for (const bool int8 : {false, true}) {
+    const RoutingPlan plan = uniform_plan(s, geo, int8);
+    const EmulatorResult base = emulate_attention(s, in, plan, kDefault);
+    const double base_err = compare(base.o, ref.o).rel_l2;
+    for (const auto& [state, accum] : {std::pair{StatePrecision::fp16, AccumPrecision::fp32},
+                                       std::pair{StatePrecision::fp32, AccumPrecision::fp16},
+                                       std::pair{StatePrecision::fp16, AccumPrecision::fp16}}) {
+      const EmulatorResult r = emulate_attention(s, in, plan, options_with(state, accum));
+      const Deviation vs_base = compare(r.o, half_to_double(base.o));
+      const Deviation vs_ref = compare(r.o, ref.o);
+      INFO("int8 " << int8 << " state " << to_string(state) << " accum " << to_string(accum) << ": vs fp32 state "
+                   << vs_base.rel_l2 << ", vs exact " << vs_ref.rel_l2 << " (fp32 state " << base_err << ")");
+      CHECK(vs_ref.nonfinite == 0);
+      CHECK(vs_base.rel_l2 < 5e-3);
+      CHECK(vs_ref.rel_l2 < base_err + 5e-3);
+      check_rows(s, r, ref, int8 ? 0.1 : 1e-2);
+    }
+  }
+}
+
+TEST_CASE("emulator: ascending and descending key order both match exact", "[emulator]") {
+  const AttentionShape s = make_shape(4, 2, 64, false, {200}, {333});
+  const AttentionInputs in = seeded_inputs(s, 19);
+  const ExactResult ref = exact_attention(s, in);
+  for (const bool int8 : {false, true}) {
+    const RoutingPlan plan = uniform_plan(s, TileGeometry{64, 64}, int8);
+    for (KeyOrder order : {KeyOrder::ascending, KeyOrder::descending}) {
+      for (StatePrecision state : {StatePrecision::fp32, StatePrecision::fp16}) {
+        const EmulatorResult r =
+            emulate_attention(s, in, plan, options_with(state, AccumPrecision::fp32, QuantMode::quantize_once, order));
+        const Deviation c = compare(r.o, ref.o);
+        INFO("int8 " << int8 << " descending " << (order == KeyOrder::descending) << " state " << to_string(state)
+                     << ": rel_l2 " << c.rel_l2);
+        CHECK(c.nonfinite == 0);
+        CHECK(c.rel_l2 < (int8 ? 0.05 : 2e-3));
+      }
+    }
+  }
+}
+
+TEST_CASE("emulator: awkward shapes, varlen, GQA, head dims, causal and not, geometries", "[emulator]") {
+  struct Case {
+    int hq, hk, d;
+    bool causal;
+    std::vector<int64_t> lq, lk;
+  };
+  const std::vector<Case> cases = {
+      {2, 2, 64, true, {300}, {300}},
+      {3, 1, 128, true, {77}, {77}},
+      {8, 1, 64, false, {77}, {300}},
+      {3, 1, 64, true, {77}, {300}},                      // Lq < Lk
+      {2, 2, 128, true, {300}, {77}},                     // Lq > Lk: early rows see no key
+      {6, 2, 64, true, {130, 1, 0, 77}, {130, 1, 0, 200}},  // varlen with length-1 and zero-length
+      {8, 1, 128, false, {1, 200, 0}, {9, 200, 5}},
+  };
+  const std::vector<TileGeometry> geometries = {{64, 64}, {128, 64}, {128, 128}};
+  uint64_t seed = 100;
+  for (const Case& c : cases) {
+    const AttentionShape s = make_shape(c.hq, c.hk, c.d, c.causal, c.lq, c.lk);
+    const AttentionInputs in = seeded_inputs(s, ++seed);
+    const ExactResult ref = exact_attention(s, in);
+    for (const TileGeometry geo : geometries) {
+      for (int route = 0; route < 3; ++route) {
+        const RoutingPlan plan = route == 2 ? checkerboard_plan(s, geo) : uniform_plan(s, geo, route == 1);
+        for (StatePrecision state : {StatePrecision::fp32, StatePrecision::fp16}) {
+          const EmulatorResult r = emulate_attention(s, in, plan, options_with(state, AccumPrecision::fp32));
+          const Deviation cmp = compare(r.o, ref.o);
+          INFO("hq " << c.hq << " hk " << c.hk << " d " << c.d << " causal " << c.causal << " geometry "
+                     << geo.block_m << "x" << geo.block_n << " route " << route << " state " << to_string(state)
+                     << ": rel_l2 " << cmp.rel_l2);
+          REQUIRE(r.o.size() == ref.o.size());
+          CHECK(cmp.nonfinite == 0);
+          CHECK(cmp.rel_l2 < (route == 0 ? 2e-3 : 0.05));
+          for (float x : r.lse) CHECK(!std::isnan(x));
+          check_rows(s, r, ref, route == 0 ? 1e-2 : 0.1);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("emulator: B=1 Hq=8 Hk=2 L=2048 d=128 causal within 10 s", "[.][perf]") {
+  const AttentionShape s = make_shape(8, 2, 128, true, {2048}, {2048});
+  const AttentionInputs in = seeded_inputs(s, 42);
+  for (const bool int8 : {false, true}) {
+    const RoutingPlan plan = uniform_plan(s, TileGeometry{128, 64}, int8);
+    const auto start = std::chrono::steady_clock::now();
+    const EmulatorResult r = emulate_attention(s, in, plan, kDefault);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    WARN("emulate_attention B=1 Hq=8 Hk=2 L=2048 d=128 causal, " << (int8 ? "one" : "zero") << " layout: " << seconds
+                                                                 << " s");
+    CHECK(r.o.size() == static_cast<size_t>(2048) * 8 * 128);
+    CHECK(seconds < 10.0);
+  }
+}
