@@ -1,6 +1,10 @@
 // Built when the CUDA kernels are not: every GPU entry point reports that the build has no CUDA.
 #include <stdexcept>
+#include <utility>
 
+#include "../prefill/tile_sizes.hpp"
+#include "tilemix/attention.hpp"
+#include "tilemix/device_buffer.hpp"
 #include "tilemix/gpu.hpp"
 
 namespace tilemix::gpu {
@@ -13,5 +17,34 @@ int device_count(std::string* why) {
 }
 
 DeviceInfo device_info(int) { throw std::runtime_error("this build has no CUDA kernels"); }
+
+// The geometry is known without a GPU: the emulator and the plans of a CPU-only run use it.
+TileGeometry tilemix_geometry(int d) { return prefill_geometry(d, "tilemix_geometry"); }
+TileGeometry flash_geometry(int d) { return prefill_geometry(d, "flash_geometry"); }
+
+void quantize_qk(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
+void tilemix_prefill(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
+void flash_fp16_prefill(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
+
+DeviceBuffer::DeviceBuffer(size_t bytes, const std::string&) {
+  if (bytes != 0) throw std::runtime_error("this build has no CUDA kernels");
+}
+DeviceBuffer::~DeviceBuffer() = default;
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  ptr_ = std::exchange(other.ptr_, nullptr);
+  bytes_ = std::exchange(other.bytes_, 0);
+  return *this;
+}
+void DeviceBuffer::release() noexcept {}
+void DeviceBuffer::upload(const void*, size_t bytes) {
+  if (bytes != 0) throw std::runtime_error("this build has no CUDA kernels");
+}
+void DeviceBuffer::download(void*, size_t bytes) const {
+  if (bytes != 0) throw std::runtime_error("this build has no CUDA kernels");
+}
+void DeviceBuffer::fill(uint8_t) {}
+void device_synchronize(const std::string&) { throw std::runtime_error("this build has no CUDA kernels"); }
 
 }  // namespace tilemix::gpu

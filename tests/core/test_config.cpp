@@ -346,7 +346,7 @@ TEST_CASE("axis values override the case, and their errors name the axis", "[con
   CHECK(lens.cases[0].shape.cu_seqlens_q == std::vector<int64_t>{0, 16});
 }
 
-TEST_CASE("--set overrides replace or add axes", "[config]") {
+TEST_CASE("command-line --set overrides replace or add axes", "[config]") {
   const std::string text = R"({"name": "s", "defaults": {"seq_len": 64, "layout": "band", "ratio": 0.5},
                                "axes": {"seq_len": [64, 128], "causal": [false]}})";
   const auto cfg = parse(text, {"seq_len=256,512,1024", "layout=global,rowrand", "causal=true", "input.seed=5"});

@@ -1,7 +1,9 @@
 #pragma once
 // Plain C++ API of the prefill kernels (no CUDA types): the routed `tilemix` kernel, the
 // `flash_fp16` baseline and the Q/K quantization kernels. Pointers are device pointers.
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "core/problem.hpp"
 #include "core/tiling.hpp"
@@ -52,5 +54,12 @@ TileGeometry flash_geometry(int d);
 void quantize_qk(const PrefillParams& p, void* stream);  // writes q8/k8/scales
 void tilemix_prefill(const PrefillParams& p, void* stream);  // quantize_once needs quantize_qk first
 void flash_fp16_prefill(const PrefillParams& p, void* stream);
+
+// True when some word routes a group to INT8. Only then does quantize_once need quantize_qk and
+// the q8/k8/scale scratch (tilemix_prefill reads them for INT8 tiles alone); without an INT8
+// route a caller skips quantization entirely and may leave those pointers null.
+inline bool any_int8_route(const std::vector<uint64_t>& words) {
+  return std::any_of(words.begin(), words.end(), [](uint64_t w) { return w != 0; });
+}
 
 }  // namespace tilemix::gpu
