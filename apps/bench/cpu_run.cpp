@@ -1,6 +1,6 @@
 #include "apps/bench/cpu_run.hpp"
 
-#include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <chrono>
 
@@ -46,7 +46,10 @@ ResultTable make_table() {
                {"cpu_ms", "cpu ms", 4},
                {"max_abs_vs_ref", "max|d| ref", 3},
                {"rel_l2_vs_ref", "rel.L2 ref", 3},
-               {"cosine_vs_ref", "cos ref", 7}};
+               {"cosine_vs_ref", "cos ref", 7},
+               // Heavy-hitter exposure E^tau (paper G.5) with importance = attention probability P:
+               // the paper's gradient-weighted importance needs a model loss, which a kernel bench has not.
+               {"hh_exposure", "hh INT8 5/10/20/30%"}};
   return t;
 }
 
@@ -72,6 +75,7 @@ ResultTable run_emulator_bench(const ExperimentConfig& config, const std::string
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const ExactResult ref = exact_attention(spec.shape, pc.inputs);
     const Deviation dev = deviation(half_to_double(emu.o), ref.o);
+    const HeavyHitterExposure hh = heavy_hitter_exposure(spec.shape, pc.inputs, pc.plan, {0.05, 0.10, 0.20, 0.30});
     if (!dump_dir.empty()) dump_case(dump_dir, pc, emu, ref);
 
     const auto& s = spec.shape;
@@ -82,7 +86,9 @@ ResultTable run_emulator_bench(const ExperimentConfig& config, const std::string
                    cov.groups(), cov.tiles(), cov.cells(), params, int64_t{s.batch()}, int64_t{s.hq}, int64_t{s.hk},
                    int64_t{s.d}, length_cell(s.cu_seqlens_q), length_cell(s.cu_seqlens_k), s.causal,
                    std::string(to_string(spec.numerics.mode)), std::string(to_string(spec.numerics.state)), ms,
-                   dev.max_abs, dev.rel_l2, dev.cosine});
+                   dev.max_abs, dev.rel_l2, dev.cosine,
+                   fmt::format("{:.3f} {:.3f} {:.3f} {:.3f}", hh.exposure[0], hh.exposure[1], hh.exposure[2],
+                               hh.exposure[3])});
     fmt::print(stderr, "[{}/{}] {} ({:.0f} ms)\n", index, config.cases.size(), spec.name, ms);
   }
   return table;

@@ -89,6 +89,11 @@ int main(int argc, char** argv) {
                     config_path.empty() ? "<built-in>" : config_path, config.json, {{"kind", "cpu"}}};
     const nlohmann::json provenance = provenance_json(prov);
     fmt::print("{}", app::render(table, format, provenance));
+    if (format == "table") {
+      fmt::print("hh INT8: share of each query's heavy-hitter attention mass (smallest key sets reaching 5/10/20/30%\n"
+                 "of the row) computed on the INT8 path; importance = attention probability P (the paper's\n"
+                 "gradient-weighted importance needs a model loss)\n");
+    }
     if (!out_path.empty()) {
       const auto ext = out_path.substr(out_path.find_last_of('.') + 1);
       write_text_file(out_path, app::render(table, ext == "md" ? "md" : ext == "csv" ? "csv" : "json", provenance));

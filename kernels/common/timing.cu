@@ -1,0 +1,147 @@
+// CUDA-event timing with noise-based stopping, L2 flush and clock readings.
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "kernels/common/check.cuh"
+#include "tilemix/timing.hpp"
+
+namespace tilemix::gpu {
+namespace {
+
+// SM clocks through NVML, loaded at run time (the driver ships it; no link-time dependency).
+class NvmlClocks {
+ public:
+  NvmlClocks() {
+    lib_ = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib_) {
+      note_ = "NVML not found";
+      return;
+    }
+    init_ = reinterpret_cast<int (*)()>(dlsym(lib_, "nvmlInit_v2"));
+    by_index_ = reinterpret_cast<int (*)(unsigned, void**)>(dlsym(lib_, "nvmlDeviceGetHandleByIndex_v2"));
+    clock_ = reinterpret_cast<int (*)(void*, int, unsigned*)>(dlsym(lib_, "nvmlDeviceGetClockInfo"));
+    max_clock_ = reinterpret_cast<int (*)(void*, int, unsigned*)>(dlsym(lib_, "nvmlDeviceGetMaxClockInfo"));
+    if (!init_ || !by_index_ || !clock_ || !max_clock_ || init_() != 0) {
+      note_ = "NVML unusable";
+      lib_ = nullptr;
+    }
+  }
+  // NVML clock type 1 = SM. Returns 0 when unreadable.
+  int sm_mhz(bool max) {
+    if (!lib_) return 0;
+    int dev = 0;
+    cudaGetDevice(&dev);
+    void* handle = nullptr;
+    unsigned mhz = 0;
+    if (by_index_(static_cast<unsigned>(dev), &handle) != 0) return 0;
+    if ((max ? max_clock_ : clock_)(handle, 1, &mhz) != 0) return 0;
+    return static_cast<int>(mhz);
+  }
+  const std::string& note() const { return note_; }
+
+ private:
+  void* lib_ = nullptr;
+  int (*init_)() = nullptr;
+  int (*by_index_)(unsigned, void**) = nullptr;
+  int (*clock_)(void*, int, unsigned*) = nullptr;
+  int (*max_clock_)(void*, int, unsigned*) = nullptr;
+  std::string note_;
+};
+
+NvmlClocks& clocks() {
+  static NvmlClocks c;
+  return c;
+}
+
+struct Event {
+  cudaEvent_t e{};
+  Event() { TILEMIX_CUDA_CHECK(cudaEventCreate(&e), "timing event"); }
+  ~Event() { cudaEventDestroy(e); }
+};
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+TimingResult time_launches(const std::function<void(int)>& launch, const TimingOptions& opt) {
+  int dev = 0;
+  TILEMIX_CUDA_CHECK(cudaGetDevice(&dev), "timing");
+  int l2_bytes = 0;
+  TILEMIX_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, dev), "timing");
+  void* flush = nullptr;
+  const size_t flush_bytes = static_cast<size_t>(l2_bytes) * 4;
+  if (opt.flush_l2) TILEMIX_CUDA_CHECK(cudaMalloc(&flush, flush_bytes), "L2 flush buffer");
+
+  TimingResult r;
+  r.sm_clock_max_mhz = clocks().sm_mhz(true);
+  for (int i = 0; i < opt.warmup; ++i) launch(i);
+  TILEMIX_CUDA_CHECK(cudaDeviceSynchronize(), "warm-up");
+  r.sm_clock_start_mhz = clocks().sm_mhz(false);
+
+  Event start, stop;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int rep = 0; rep < opt.max_reps; ++rep) {
+    if (flush) TILEMIX_CUDA_CHECK(cudaMemsetAsync(flush, rep & 0xff, flush_bytes), "L2 flush");
+    TILEMIX_CUDA_CHECK(cudaEventRecord(start.e), "timing");
+    launch(opt.warmup + rep);
+    TILEMIX_CUDA_CHECK(cudaEventRecord(stop.e), "timing");
+    TILEMIX_CUDA_CHECK(cudaEventSynchronize(stop.e), "timed launch");
+    float ms = 0;
+    TILEMIX_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e, stop.e), "timing");
+    r.ms.push_back(ms);
+    const int n = static_cast<int>(r.ms.size());
+    if (n >= opt.min_reps) {
+      const double mean = std::accumulate(r.ms.begin(), r.ms.end(), 0.0) / n;
+      double var = 0;
+      for (double x : r.ms) var += (x - mean) * (x - mean);
+      const double sem = std::sqrt(var / (n - 1) / n);
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (sem / median_of(r.ms) < opt.noise || elapsed > opt.max_seconds) break;
+    }
+  }
+  if (flush) cudaFree(flush);
+  r.sm_clock_end_mhz = clocks().sm_mhz(false);
+
+  r.median_ms = median_of(r.ms);
+  r.min_ms = *std::min_element(r.ms.begin(), r.ms.end());
+  r.max_ms = *std::max_element(r.ms.begin(), r.ms.end());
+  const double mean = std::accumulate(r.ms.begin(), r.ms.end(), 0.0) / r.ms.size();
+  double var = 0;
+  for (double x : r.ms) var += (x - mean) * (x - mean);
+  r.rel_std = r.ms.size() > 1 ? std::sqrt(var / (r.ms.size() - 1)) / mean : 0.0;
+  if (r.sm_clock_max_mhz == 0) {
+    r.clock_note = clocks().note().empty() ? "SM clock unreadable" : clocks().note();
+  } else if (r.sm_clock_end_mhz < 0.9 * r.sm_clock_max_mhz) {
+    r.throttled = true;
+    r.clock_note = "SM clock " + std::to_string(r.sm_clock_end_mhz) + " MHz after the run, max " +
+                   std::to_string(r.sm_clock_max_mhz);
+  }
+  return r;
+}
+
+double measure_copy_bandwidth_gbps(size_t bytes) {
+  void *a = nullptr, *b = nullptr;
+  TILEMIX_CUDA_CHECK(cudaMalloc(&a, bytes), "copy bandwidth source (" + std::to_string(bytes) + " bytes)");
+  TILEMIX_CUDA_CHECK(cudaMalloc(&b, bytes), "copy bandwidth destination (" + std::to_string(bytes) + " bytes)");
+  TILEMIX_CUDA_CHECK(cudaMemset(a, 1, bytes), "copy bandwidth");
+  TimingOptions opt;
+  opt.min_reps = 20;
+  opt.max_reps = 50;
+  const TimingResult t = time_launches(
+      [&](int) { TILEMIX_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice), "copy bandwidth"); },
+      opt);
+  cudaFree(a);
+  cudaFree(b);
+  return 2.0 * static_cast<double>(bytes) / (t.median_ms * 1e-3) / 1e9;
+}
+
+}  // namespace tilemix::gpu

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# One check-and-bench batch on a GPU machine, in two halves:
+#   scripts/device_batch.sh stage   (here) builds with CUDA and copies the binaries and the
+#                                   libraries the GPU machine may lack into .device-bin/
+#   scripts/device_batch.sh run [STEP...]   (on the GPU machine, from the repository root) runs
+#                                   the steps and leaves logs and JSON in $OUT (default out/)
+# Steps: info gpu-tests check sanitizer bench (default: all but bench).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+stage_dir=.device-bin
+
+stage() {
+  BUILD_DIR=${BUILD_DIR:-build} scripts/setup.sh -DTILEMIX_CUDA=ON >&2
+  local b=${BUILD_DIR:-build}
+  rm -rf "$stage_dir" && mkdir -p "$stage_dir"
+  cp "$b"/apps/tilemix-check "$b"/apps/tilemix-bench "$b"/tests/kernels/tilemix_gpu_tests "$stage_dir"/
+  cp "$(g++ -print-file-name=libgomp.so.1)" "$stage_dir"/
+  du -sh "$stage_dir"
+}
+
+run_steps() {
+  local out=${OUT:-out}
+  mkdir -p "$out"
+  export LD_LIBRARY_PATH="$PWD/$stage_dir:/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:${LD_LIBRARY_PATH:-}"
+  local steps=("$@")
+  ((${#steps[@]})) || steps=(info gpu-tests check sanitizer)
+  for step in "${steps[@]}"; do
+    echo "=== $step"
+    case "$step" in
+      info)
+        nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
+        "$stage_dir"/tilemix-bench --list ;;
+      gpu-tests)
+        "$stage_dir"/tilemix_gpu_tests 2>&1 | tee "$out"/gpu-tests.log | tail -25 ;;
+      check)
+        "$stage_dir"/tilemix-check --config configs/check/gpu.json --device gpu --json "$out"/check.json \
+          > "$out"/check.log 2>&1 || true
+        tail -4 "$out"/check.log; grep -E "FAIL" "$out"/check.log | head -20 || true ;;
+      sanitizer)
+        for tool in memcheck racecheck initcheck; do
+          /usr/local/cuda/bin/compute-sanitizer --tool "$tool" --error-exitcode 9 \
+            "$stage_dir"/tilemix-check --config configs/check/sanitizer.json --device gpu > "$out"/sanitizer-"$tool".log 2>&1 \
+            && echo "$tool: clean" || echo "$tool: exit $?"
+          grep -E "ERROR SUMMARY|RACECHECK SUMMARY|errors" "$out"/sanitizer-"$tool".log | tail -2
+        done ;;
+      bench)
+        "$stage_dir"/tilemix-bench --config "${BENCH_CONFIG:-configs/bench/quick.json}" --device gpu \
+          --out "$out"/bench.json 2>"$out"/bench.err | tee "$out"/bench.txt ;;
+      *) echo "unknown step $step" >&2; exit 2 ;;
+    esac
+  done
+}
+
+case "${1:-}" in
+  stage) stage ;;
+  run) shift; run_steps "$@" ;;
+  *) echo "usage: $0 stage | run [info gpu-tests check sanitizer bench]" >&2; exit 2 ;;
+esac
