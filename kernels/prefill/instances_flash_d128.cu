@@ -1,0 +1,11 @@
+// Compiled instances: head dimension 128, ScorePaths::fp16, fp32 and fp16 PV accumulation.
+#include "kernels/prefill/prefill_kernel.cuh"
+
+namespace tilemix::gpu {
+
+template void launch_prefill<128, ScorePaths::fp16, false>(const KernelParams&, const LaunchShape&, void*,
+                                                          const std::string&);
+template void launch_prefill<128, ScorePaths::fp16, true>(const KernelParams&, const LaunchShape&, void*,
+                                                         const std::string&);
+
+}  // namespace tilemix::gpu

@@ -1,0 +1,28 @@
+#pragma once
+// The compiled instances of the prefill kernel and their launcher. Plain C++ apart from the
+// stream handle; dispatch.cu maps runtime values onto these instances.
+#include <cstdint>
+#include <string>
+
+namespace tilemix::gpu {
+
+struct KernelParams;
+
+// Which score paths a kernel instance contains.
+enum class ScorePaths {
+  fp16,                  // flash_fp16: no routing
+  routed_quantize_once,  // tilemix: INT8 tiles read Q8/K8/scales written by quantize_qk
+  routed_on_the_fly,     // tilemix: INT8 tiles quantize Q/K on chip
+};
+
+struct LaunchShape {
+  int64_t query_tiles = 0;  // ceil(max_seqlen_q / BLOCK_M)
+  int heads = 0;
+  int batch = 0;
+};
+
+// Launches one instance on `stream` (a cudaStream_t); `context` names the call in errors.
+template <int kHeadDim, ScorePaths kPaths, bool kAccumHalf>
+void launch_prefill(const KernelParams& params, const LaunchShape& shape, void* stream, const std::string& context);
+
+}  // namespace tilemix::gpu

@@ -1,0 +1,55 @@
+#pragma once
+// Named compile-time configurations of the prefill kernels (plain C++: host code reads the
+// geometry from here too). Every size carries the reason it was chosen.
+#include <stdexcept>
+#include <string>
+
+#include "core/quant.hpp"
+#include "core/tiling.hpp"
+
+namespace tilemix::gpu {
+
+// Query rows per CTA. Equal to BLKQ, so a CTA's INT8 Q operand is exactly one scale block: one
+// Q scale per CTA, and on-the-fly quantization of Q needs no data from other CTAs.
+inline constexpr int kPrefillBlockM = 128;
+// Keys per K/V tile. Equal to BLKK, so an INT8 key tile is exactly one K scale block (one scale
+// per tile) and a routing group is a whole number of tiles.
+inline constexpr int kPrefillBlockN = 64;
+static_assert(kPrefillBlockM == kBlockQ && kPrefillBlockN == kBlockK, "tiles must match the scale blocks");
+
+inline bool prefill_supports_head_dim(int d) { return d == 64 || d == 128; }
+
+// Both kernels use one geometry, so a `zero` plan of tilemix and flash_fp16 walk identical tiles.
+inline TileGeometry prefill_geometry(int d, const char* kernel) {
+  if (!prefill_supports_head_dim(d)) {
+    throw std::invalid_argument(std::string(kernel) + ": unsupported head dimension d=" + std::to_string(d) +
+                                " (supported: 64, 128)");
+  }
+  return TileGeometry{kPrefillBlockM, kPrefillBlockN};
+}
+
+// Per head dimension: warps, rows per warp and the occupancy target.
+template <int kHeadDim_>
+struct PrefillConfig {
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = kPrefillBlockM;
+  static constexpr int kBlockN = kPrefillBlockN;
+  // 4 warps x 32 rows: each K/V fragment read from shared memory by ldmatrix feeds two m16 MMAs
+  // (one per 16-row slice), which halves shared-memory traffic per MMA compared with 8 warps x 16
+  // rows. With 16-row warps the K and V fragments alone ask as many bytes per cycle as shared
+  // memory delivers while mma.sync runs at its peak on sm_80/sm_90.
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kWarpRows = kBlockM / kWarps;
+  static constexpr int kRowSlices = kWarpRows / 16;    // m16 MMA tiles per warp
+  static constexpr int kKeyFrags = kBlockN / 8;        // n8 tiles of a score row slice
+  static constexpr int kDimFrags = kHeadDim / 8;       // n8 tiles of an output row slice
+  // Two CTAs per SM: 8 warps per SM hide MMA and ldmatrix latency, and the registers (O: 4*d/8
+  // floats, S: 64 floats per thread) fit 255 per thread at d = 128. At d = 64 half the O
+  // registers go, so three CTAs fit.
+  static constexpr int kMinBlocksPerSm = kHeadDim == 64 ? 3 : 2;
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "unsupported head dimension");
+  static_assert(kWarpRows % 16 == 0, "a warp owns whole m16 slices");
+};
+
+}  // namespace tilemix::gpu

@@ -1,0 +1,99 @@
+#pragma once
+// Blockwise symmetric INT8 codes on the GPU, bit-identical with core/quant.cpp: the scale and
+// every code equal those of correctly rounded fp32 divisions (no reciprocal multiply decides a
+// code), rounded to nearest even. quantize_qk and the on-the-fly path of the prefill kernel both
+// use these.
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace tilemix::gpu {
+
+// scale = max|x| / 127 (0 for an all-zero block).
+__device__ __forceinline__ float int8_block_scale(float absmax) { return __fdiv_rn(absmax, 127.0f); }
+
+// rne(x / scale) clamped to [-127, 127]; 0 when scale is 0. A NaN quotient converts to 0, as on
+// the CPU.
+__device__ __forceinline__ int int8_code(float x, float scale) {
+  if (scale == 0.0f) return 0;
+  const int r = __float2int_rn(__fdiv_rn(x, scale));
+  return min(max(r, -127), 127);
+}
+
+// max|x| over 8 packed halves. NaN elements are ignored (__hmax2 and fmaxf return the other
+// operand), like std::max on the CPU.
+__device__ __forceinline__ float absmax8(const uint4& chunk, float m) {
+  const uint32_t w[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
+  __half2 a = __habs2(*reinterpret_cast<const __half2*>(&w[0]));
+#pragma unroll
+  for (int i = 1; i < 4; ++i) a = __hmax2(a, __habs2(*reinterpret_cast<const __half2*>(&w[i])));
+  const float2 f = __half22float2(a);
+  return fmaxf(m, fmaxf(f.x, f.y));
+}
+
+// Codes of one block without a division per element. y = x * rn(1/scale) lies within 2^-16 of
+// the exact quotient (|x / scale| <= 127, two roundings of relative 2^-24), and the correctly
+// rounded quotient within 2^-17 of it; so unless y is within 2^-14 of a half-integer, y and
+// fl(x / scale) round to the same integer. Such rare near-ties (and NaNs) take int8_code.
+class Int8Encoder {
+ public:
+  __device__ __forceinline__ explicit Int8Encoder(float scale) {
+    scale_ = scale;
+    inv_ = scale == 0.0f ? 0.0f : __fdiv_rn(1.0f, scale);
+  }
+
+  // Codes of 8 packed halves, packed into 8 bytes in element order.
+  __device__ __forceinline__ uint2 encode8(const uint4& chunk) const {
+    const uint32_t w[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
+    float x[8];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+      x[2 * i] = f.x;
+      x[2 * i + 1] = f.y;
+    }
+    // Adding 1.5 * 2^23 rounds |y| < 2^22 to an integer, ties to even; the integer's two's
+    // complement then sits in the low mantissa bits.
+    constexpr float kRound = 12582912.0f;
+    uint32_t bits[8];
+    float worst = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float y = __fmul_rn(x[i], inv_);
+      const float t = __fadd_rn(y, kRound);
+      worst = fmaxf(worst, fabsf(__fsub_rn(y, __fsub_rn(t, kRound))));  // exact distance to rne(y)
+      worst = y != y ? 1.0f : worst;
+      bits[i] = __float_as_uint(t);
+    }
+    if (worst >= 0.5f - 0x1p-14f) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) bits[i] = static_cast<uint32_t>(int8_code(x[i], scale_));
+    }
+    return make_uint2(pack4(bits[0], bits[1], bits[2], bits[3]), pack4(bits[4], bits[5], bits[6], bits[7]));
+  }
+
+ private:
+  // Low bytes of four words, in order.
+  __device__ __forceinline__ static uint32_t pack4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+    return __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
+  }
+
+  float scale_;
+  float inv_;
+};
+
+// Max over a CTA; `scratch` holds one float per warp. Ends with every thread holding the result;
+// the caller must not reuse `scratch` before a later barrier.
+template <int kWarps>
+__device__ __forceinline__ float block_absmax(float m, float* scratch) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = m;
+  __syncthreads();
+  float r = scratch[0];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) r = fmaxf(r, scratch[w]);
+  return r;
+}
+
+}  // namespace tilemix::gpu

@@ -1,0 +1,108 @@
+#include "tests/kernels/gpu_runner.hpp"
+
+#include <algorithm>
+
+#include "core/quant.hpp"
+
+namespace tilemix::testing {
+
+GpuProblem::GpuProblem(const AttentionShape& shape, const AttentionInputs& inputs)
+    : shape_(shape),
+      q_(gpu::to_device(inputs.q)),
+      k_(gpu::to_device(inputs.k)),
+      v_(gpu::to_device(inputs.v)),
+      cu_q_(gpu::to_device(shape.cu_seqlens_q)),
+      cu_k_(gpu::to_device(shape.cu_seqlens_k)),
+      o_(inputs.q.size() * sizeof(uint16_t)),
+      lse_(static_cast<size_t>(shape.total_q()) * shape.hq * sizeof(float)) {
+  for (int b = 0; b < shape.batch(); ++b) max_seqlen_q_ = std::max(max_seqlen_q_, shape.seqlen_q(b));
+  const std::vector<int64_t> q_off = scale_block_offsets(shape.cu_seqlens_q, kBlockQ);
+  const std::vector<int64_t> k_off = scale_block_offsets(shape.cu_seqlens_k, kBlockK);
+  q_blocks_ = q_off.back();
+  k_blocks_ = k_off.back();
+  q_block_offset_ = gpu::to_device(q_off);
+  k_block_offset_ = gpu::to_device(k_off);
+  q8_ = gpu::DeviceBuffer(inputs.q.size());
+  k8_ = gpu::DeviceBuffer(inputs.k.size());
+  q_scale_ = gpu::DeviceBuffer(static_cast<size_t>(q_blocks_) * shape.hq * sizeof(float));
+  k_scale_ = gpu::DeviceBuffer(static_cast<size_t>(k_blocks_) * shape.hk * sizeof(float));
+}
+
+gpu::PrefillParams GpuProblem::params(const Numerics& numerics) {
+  gpu::PrefillParams p;
+  p.q = q_.data();
+  p.k = k_.data();
+  p.v = v_.data();
+  p.o = o_.data();
+  p.lse = lse_.as<float>();
+  p.cu_seqlens_q = cu_q_.as<const int64_t>();
+  p.cu_seqlens_k = cu_k_.as<const int64_t>();
+  p.batch = shape_.batch();
+  p.max_seqlen_q = max_seqlen_q_;
+  p.total_q = shape_.total_q();
+  p.total_k = shape_.total_k();
+  p.hq = shape_.hq;
+  p.hk = shape_.hk;
+  p.d = shape_.d;
+  p.causal = shape_.causal;
+  p.softmax_scale = shape_.softmax_scale;
+  p.q8 = q8_.as<int8_t>();
+  p.k8 = k8_.as<int8_t>();
+  p.q_scale = q_scale_.as<float>();
+  p.k_scale = k_scale_.as<float>();
+  p.q_block_offset = q_block_offset_.as<const int64_t>();
+  p.k_block_offset = k_block_offset_.as<const int64_t>();
+  p.q_blocks = q_blocks_;
+  p.k_blocks = k_blocks_;
+  p.numerics = numerics;
+  return p;
+}
+
+KernelOutput GpuProblem::run_and_fetch() {
+  gpu::device_synchronize("prefill test run");
+  KernelOutput out;
+  out.o = gpu::to_host<uint16_t>(o_, o_.bytes() / sizeof(uint16_t));
+  out.lse = gpu::to_host<float>(lse_, lse_.bytes() / sizeof(float));
+  return out;
+}
+
+KernelOutput GpuProblem::tilemix(const RoutingPlan& plan, const std::vector<uint64_t>& words,
+                                 const Numerics& numerics) {
+  words_ = gpu::to_device(words);
+  tile_offset_ = gpu::to_device(plan.tile_offset);
+  group_ = gpu::to_device(plan.groups());
+  gpu::PrefillParams p = params(numerics);
+  p.words = words_.as<const uint64_t>();
+  p.tile_offset = tile_offset_.as<const int64_t>();
+  p.group = group_.as<const int>();
+  p.total_query_tiles = plan.total_tiles();
+  o_.poison();
+  lse_.poison();
+  if (numerics.mode == QuantMode::quantize_once && gpu::any_int8_route(words)) {
+    for (gpu::DeviceBuffer* b : {&q8_, &k8_, &q_scale_, &k_scale_}) b->poison();
+    gpu::quantize_qk(p, nullptr);
+  }
+  gpu::tilemix_prefill(p, nullptr);
+  return run_and_fetch();
+}
+
+KernelOutput GpuProblem::flash(const Numerics& numerics) {
+  o_.poison();
+  lse_.poison();
+  gpu::flash_fp16_prefill(params(numerics), nullptr);
+  return run_and_fetch();
+}
+
+QuantOutput GpuProblem::quantize() {
+  for (gpu::DeviceBuffer* b : {&q8_, &k8_, &q_scale_, &k_scale_}) b->poison();
+  gpu::quantize_qk(params(Numerics{}), nullptr);
+  gpu::device_synchronize("quantize_qk test run");
+  QuantOutput out;
+  out.q8 = gpu::to_host<int8_t>(q8_, q8_.bytes());
+  out.k8 = gpu::to_host<int8_t>(k8_, k8_.bytes());
+  out.q_scale = gpu::to_host<float>(q_scale_, q_scale_.bytes() / sizeof(float));
+  out.k_scale = gpu::to_host<float>(k_scale_, k_scale_.bytes() / sizeof(float));
+  return out;
+}
+
+}  // namespace tilemix::testing

@@ -1,0 +1,58 @@
+#pragma once
+// Runs the prefill kernels on one problem: uploads shape and inputs once, then each run poisons
+// the outputs (every byte 0xFF, a NaN in FP16 and FP32), launches, and downloads.
+#include <cstdint>
+#include <vector>
+
+#include "core/inputs/inputs.hpp"
+#include "core/problem.hpp"
+#include "core/routing/plan.hpp"
+#include "tilemix/attention.hpp"
+#include "tilemix/device_buffer.hpp"
+
+namespace tilemix::testing {
+
+struct KernelOutput {
+  std::vector<uint16_t> o;  // FP16 bits [total_q, hq, d]
+  std::vector<float> lse;   // [hq, total_q]
+};
+
+struct QuantOutput {
+  std::vector<int8_t> q8, k8;
+  std::vector<float> q_scale, k_scale;
+};
+
+class GpuProblem {
+ public:
+  GpuProblem(const AttentionShape& shape, const AttentionInputs& inputs);
+
+  // The routed kernel with the plan's tiling and `words` (normally plan.words). quantize_once runs
+  // quantize_qk first when some word routes a group to INT8, as a caller must.
+  KernelOutput tilemix(const RoutingPlan& plan, const std::vector<uint64_t>& words, const Numerics& numerics);
+  KernelOutput tilemix(const RoutingPlan& plan, const Numerics& numerics) {
+    return tilemix(plan, plan.words, numerics);
+  }
+  KernelOutput flash(const Numerics& numerics);
+  QuantOutput quantize();
+
+  gpu::PrefillParams params(const Numerics& numerics);
+
+ private:
+  KernelOutput run_and_fetch();
+
+  AttentionShape shape_;
+  int64_t max_seqlen_q_ = 0;
+  gpu::DeviceBuffer q_, k_, v_, cu_q_, cu_k_, o_, lse_;
+  gpu::DeviceBuffer q8_, k8_, q_scale_, k_scale_, q_block_offset_, k_block_offset_;
+  gpu::DeviceBuffer words_, tile_offset_, group_;
+  int64_t q_blocks_ = 0, k_blocks_ = 0;
+};
+
+// FP16 bits as an ordered integer line: the distance of two values in units in the last place.
+inline int half_ulp_distance(uint16_t a, uint16_t b) {
+  auto line = [](uint16_t h) { return (h & 0x8000) ? -static_cast<int>(h & 0x7fff) : static_cast<int>(h); };
+  const int d = line(a) - line(b);
+  return d < 0 ? -d : d;
+}
+
+}  // namespace tilemix::testing

@@ -1,0 +1,200 @@
+// The prefill kernels against the emulator (tightly) and the exact reference, on fresh random
+// inputs: ragged lengths, varlen with length-1 and empty sequences, causal with Lq != Lk both
+// ways, GQA, d 64 and 128, every layout, both modes, both state and accumulation precisions.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/routing/layout.hpp"
+#include "reference/emulator.hpp"
+#include "reference/exact.hpp"
+#include "tests/kernels/gpu_checks.hpp"
+#include "tests/kernels/gpu_runner.hpp"
+#include "tests/reference/attention_fixtures.hpp"
+#include "tilemix/attention.hpp"
+
+using namespace tilemix;
+using namespace tilemix::testing;
+
+namespace {
+
+Numerics numerics(StatePrecision state = StatePrecision::fp32, AccumPrecision accum = AccumPrecision::fp32,
+                  QuantMode mode = QuantMode::quantize_once) {
+  Numerics n;
+  n.state = state;
+  n.accum = accum;
+  n.mode = mode;
+  return n;
+}
+
+EmulatorResult emulate(const AttentionShape& s, const AttentionInputs& in, const RoutingPlan& plan,
+                       const Numerics& n) {
+  EmulatorOptions o;
+  o.numerics = n;
+  return emulate_attention(s, in, plan, o);
+}
+
+bool identical(const KernelOutput& a, const KernelOutput& b) {
+  return a.o == b.o && a.lse.size() == b.lse.size() &&
+         std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * sizeof(float)) == 0;
+}
+
+struct Problem {
+  const char* name;
+  int hq, hk, d;
+  bool causal;
+  std::vector<int64_t> lq, lk;
+  InputKind input;
+};
+
+// Lengths are multiples of no tile; GQA ratios 1, 3 and 8.
+const std::vector<Problem> kProblems = {
+    {"causal square d128 MHA", 4, 4, 128, true, {1000}, {1000}, InputKind::gaussian},
+    {"non-causal varlen d64 GQA3", 6, 2, 64, false, {77, 300}, {300, 77}, InputKind::llm_like},
+    {"causal varlen with length-1 and empty d128 GQA8", 8, 1, 128, true, {300, 1, 0, 129}, {300, 1, 0, 129},
+     InputKind::llm_like},
+    {"causal Lq > Lk (rows with no key) d64", 2, 1, 64, true, {300}, {77}, InputKind::gaussian},
+    {"causal Lq < Lk d128", 3, 3, 128, true, {77}, {1000}, InputKind::gaussian},
+};
+
+}  // namespace
+
+TEST_CASE("flash_fp16 and tilemix zero match the emulator", "[gpu][prefill]") {
+  for (const Problem& pr : kProblems) {
+    SECTION(pr.name) {
+      const AttentionShape s = make_shape(pr.hq, pr.hk, pr.d, pr.causal, pr.lq, pr.lk);
+      const AttentionInputs in = seeded_inputs(s, 11, pr.input);
+      GpuProblem gpu(s, in);
+      const RoutingPlan plan = uniform_plan(s, gpu::tilemix_geometry(pr.d), false);
+      const EmulatorResult emu = emulate(s, in, plan, numerics());
+      const ExactResult exact = exact_attention(s, in);
+
+      const KernelOutput flash = gpu.flash(numerics());
+      const Agreement a = compare_outputs(flash, emu);
+      INFO(a.describe());
+      CHECK(tight(a));
+      std::string why;
+      const bool accurate = as_accurate_as_emulator(flash, emu, exact, &why);
+      INFO(why);
+      CHECK(accurate);
+
+      // One mainloop: with every tile on FP16 the routed kernel is the baseline, bit for bit.
+      for (QuantMode mode : {QuantMode::quantize_once, QuantMode::on_the_fly}) {
+        CHECK(identical(gpu.tilemix(plan, numerics(StatePrecision::fp32, AccumPrecision::fp32, mode)), flash));
+      }
+    }
+  }
+}
+
+TEST_CASE("tilemix matches the emulator for every layout, both modes bit-identical", "[gpu][prefill]") {
+  struct Shape {
+    int hq, hk, d;
+    bool causal;
+    std::vector<int64_t> lq, lk;
+    InputKind input;
+  };
+  const Shape shapes[] = {{6, 2, 128, true, {700}, {700}, InputKind::llm_like},
+                          {8, 1, 64, false, {333, 1, 129}, {200, 65, 129}, InputKind::gaussian}};
+  for (const Shape& sh : shapes) {
+    const AttentionShape s = make_shape(sh.hq, sh.hk, sh.d, sh.causal, sh.lq, sh.lk);
+    const AttentionInputs in = seeded_inputs(s, 23 + sh.d, sh.input);
+    const ExactResult exact = exact_attention(s, in);
+    GpuProblem gpu(s, in);
+    for (LayoutKind layout : generated_layouts()) {
+      const bool fixed = layout == LayoutKind::zero || layout == LayoutKind::one;
+      for (double ratio : fixed ? std::vector<double>{0.0} : std::vector<double>{0.3, 0.7}) {
+        const RoutingPlan plan = layout_plan(s, gpu::tilemix_geometry(sh.d), layout, ratio, 5);
+        INFO("d=" << sh.d << " layout=" << to_string(layout) << " ratio=" << ratio);
+        const EmulatorResult emu = emulate(s, in, plan, numerics());
+        const KernelOutput once = gpu.tilemix(plan, numerics());
+        const KernelOutput fly =
+            gpu.tilemix(plan, numerics(StatePrecision::fp32, AccumPrecision::fp32, QuantMode::on_the_fly));
+        const Agreement a = compare_outputs(once, emu);
+        INFO(a.describe());
+        CHECK(tight(a));
+        CHECK(identical(once, fly));
+        std::string why;
+        const bool accurate = as_accurate_as_emulator(once, emu, exact, &why);
+        INFO(why);
+        CHECK(accurate);
+      }
+    }
+  }
+}
+
+TEST_CASE("fp16 state and fp16 accumulation follow the emulator", "[gpu][prefill]") {
+  for (int d : {64, 128}) {
+    const AttentionShape s = make_shape(4, 2, d, true, {600, 65}, {600, 65});
+    const AttentionInputs in = seeded_inputs(s, 31, InputKind::llm_like);
+    GpuProblem gpu(s, in);
+    const RoutingPlan plan = layout_plan(s, gpu::tilemix_geometry(d), LayoutKind::rowrand, 0.5, 3);
+    for (StatePrecision state : {StatePrecision::fp32, StatePrecision::fp16}) {
+      for (AccumPrecision accum : {AccumPrecision::fp32, AccumPrecision::fp16}) {
+        INFO("d=" << d << " state=" << to_string(state) << " accum=" << to_string(accum));
+        const EmulatorResult emu = emulate(s, in, plan, numerics(state, accum));
+        const KernelOutput once = gpu.tilemix(plan, numerics(state, accum));
+        const Agreement a = compare_outputs(once, emu);
+        INFO(a.describe());
+        CHECK(tight(a, state));
+        CHECK(identical(once, gpu.tilemix(plan, numerics(state, accum, QuantMode::on_the_fly))));
+        const RoutingPlan zero = uniform_plan(s, gpu::flash_geometry(d), false);
+        const Agreement f = compare_outputs(gpu.flash(numerics(state, accum)), emulate(s, in, zero, numerics(state, accum)));
+        INFO("flash_fp16: " << f.describe());
+        CHECK(tight(f, state));
+      }
+    }
+  }
+}
+
+TEST_CASE("a flipped routing bit fails the tight comparison", "[gpu][prefill][mutation]") {
+  // One query tile, two key tiles of one group each: a flip reroutes half the keys of every row.
+  const AttentionShape s = make_shape(2, 1, 64, false, {128}, {128});
+  const AttentionInputs in = seeded_inputs(s, 41, InputKind::llm_like);
+  GpuProblem gpu(s, in);
+  for (LayoutKind layout : {LayoutKind::one, LayoutKind::zero}) {
+    const RoutingPlan plan = layout_plan(s, gpu::tilemix_geometry(64), layout);
+    REQUIRE(plan.tilings[0].g == 1);
+    INFO("flip in a plan of layout " << to_string(layout));
+    const EmulatorResult emu = emulate(s, in, plan, numerics());
+    std::vector<uint64_t> flipped = plan.words;
+    flipped[0] ^= 1ull;  // group 0 of query tile 0: legal, INT8 <-> FP16
+    // The mutation must matter well beyond the tolerance, or this test proves nothing.
+    RoutingPlan mutated = plan;
+    set_explicit_words(mutated, flipped, "mutated words");
+    const Deviation model_shift = deviation(half_to_double(emulate(s, in, mutated, numerics()).o), half_to_double(emu.o));
+    REQUIRE(model_shift.rel_l2 > 3.0 * *tight_vs_emulator().rel_l2);
+
+    for (QuantMode mode : {QuantMode::quantize_once, QuantMode::on_the_fly}) {
+      const Numerics n = numerics(StatePrecision::fp32, AccumPrecision::fp32, mode);
+      const Agreement honest = compare_outputs(gpu.tilemix(plan, n), emu);
+      INFO("honest: " << honest.describe());
+      CHECK(tight(honest));
+      const Agreement mutant = compare_outputs(gpu.tilemix(plan, flipped, n), emu);
+      INFO("mutant: " << mutant.describe());
+      CHECK_FALSE(tight(mutant));
+      CHECK_FALSE(within(mutant.dev, tight_vs_emulator()));
+    }
+  }
+}
+
+TEST_CASE("unsupported values are rejected by name before any launch", "[gpu][prefill]") {
+  const AttentionShape s = make_shape(2, 1, 64, true, {100}, {100});
+  const AttentionInputs in = seeded_inputs(s, 3);
+  GpuProblem gpu(s, in);
+  gpu::PrefillParams p = gpu.params(numerics());
+  p.d = 96;
+  CHECK_THROWS_WITH(gpu::flash_fp16_prefill(p, nullptr), Catch::Contains("d=96"));
+  CHECK_THROWS_AS(gpu::tilemix_prefill(p, nullptr), std::invalid_argument);
+  CHECK_THROWS_AS(gpu::quantize_qk(p, nullptr), std::invalid_argument);
+  CHECK_THROWS_AS(gpu::tilemix_geometry(96), std::invalid_argument);
+  p = gpu.params(numerics());
+  p.numerics.accum = static_cast<AccumPrecision>(7);
+  CHECK_THROWS_WITH(gpu::flash_fp16_prefill(p, nullptr), Catch::Contains("accumulation precision 7"));
+  p = gpu.params(numerics());
+  p.softmax_scale = 0.0f;
+  CHECK_THROWS_WITH(gpu::flash_fp16_prefill(p, nullptr), Catch::Contains("softmax_scale"));
+  p = gpu.params(numerics());
+  CHECK_THROWS_WITH(gpu::tilemix_prefill(p, nullptr), Catch::Contains("words"));  // no routing given
+}
