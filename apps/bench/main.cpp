@@ -3,9 +3,11 @@
 //   tilemix-bench [--config FILE] [--device auto|cpu|gpu] [--set key=v1,v2] [--format md|csv|json]
 //                 [--out FILE] [--dump DIR] [--list]
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <fmt/core.h>
 
 #include "apps/bench/cpu_run.hpp"
+#include "apps/bench/gpu_run.hpp"
 #include "apps/bench/plan_command.hpp"
 #include "apps/common/app_main.hpp"
 #include "apps/common/device_choice.hpp"
@@ -34,6 +36,15 @@ void print_list() {
   }
 }
 
+volatile std::sig_atomic_t g_interrupted = 0;
+
+// Ctrl-C ends the sweep after the row in flight; every finished row is already in --out.
+void install_interrupt_handler() {
+  std::signal(SIGINT, [](int) { g_interrupted = 1; });
+  std::signal(SIGTERM, [](int) { g_interrupted = 1; });
+}
+bool interrupted() { return g_interrupted != 0; }
+
 std::string render(const ResultTable& t, const std::string& format, const nlohmann::json& provenance) {
   if (format == "md") return render_markdown(t);
   if (format == "csv") return render_csv(t);
@@ -51,7 +62,7 @@ int main(int argc, char** argv) {
     cli.require_subcommand(0, 1);
     std::string config_path, device = "auto", format = "table", out_path, dump_dir;
     std::vector<std::string> sets;
-    bool list = false;
+    bool list = false, deviation = false, reference = false;
     cli.add_option("--config", config_path, "experiment config (JSON); a small built-in sweep when absent");
     cli.add_option("--device", device, "auto | cpu | gpu");
     cli.add_option("--set", sets, "replace or add a sweep axis: key=v1,v2 (repeatable)");
@@ -60,6 +71,8 @@ int main(int argc, char** argv) {
     cli.add_option("--out", out_path, "also write the results (format from the extension: .json .csv .md)");
     cli.add_option("--dump", dump_dir, "write each case's q, k, v, o, o_ref .npy and <case>_meta.json here");
     cli.add_flag("--list", list, "list methods, layouts and devices");
+    cli.add_flag("--deviation", deviation, "GPU: add each method's relative L2 deviation from flash_fp16");
+    cli.add_flag("--reference", reference, "GPU: add the deviation from the exact CPU reference (slow at long L)");
     app::PlanOptions plan_opts;
     CLI::App* plan = app::add_plan_command(cli, plan_opts);
     try {
@@ -79,25 +92,35 @@ int main(int argc, char** argv) {
     const ExperimentConfig config =
         config_path.empty() ? parse_config(nlohmann::json::parse(app::default_bench_config_json()), "<built-in>", sets)
                             : load_config(config_path, sets);
-    if (where.gpu) {
-      throw InputError("--device", "GPU sweeps are not available in this build yet; use --device cpu");
-    }
-    fmt::print(stderr, "tilemix-bench: CPU emulator run of '{}' ({} cases); times are CPU wall time, not GPU\n",
-               config.name, config.cases.size());
-    const ResultTable table = app::run_emulator_bench(config, dump_dir);
     Provenance prov{"tilemix-bench", std::vector<std::string>(argv, argv + argc),
-                    config_path.empty() ? "<built-in>" : config_path, config.json, {{"kind", "cpu"}}};
+                    config_path.empty() ? "<built-in>" : config_path, config.json, app::device_provenance(where)};
     const nlohmann::json provenance = provenance_json(prov);
+    const auto write_out = [&](const ResultTable& table) {
+      if (out_path.empty()) return;
+      const auto ext = out_path.substr(out_path.find_last_of('.') + 1);
+      write_text_file(out_path, app::render(table, ext == "md" ? "md" : ext == "csv" ? "csv" : "json", provenance));
+    };
+
+    ResultTable table;
+    if (where.gpu) {
+      app::install_interrupt_handler();
+      table = app::gpu_bench_table();
+          if (!dump_dir.empty()) throw InputError("--dump", "writes emulator cases; use it with --device cpu");
+      const app::GpuBenchOptions options{deviation, reference};
+      app::run_gpu_bench(config, where, options, table, [&] { write_out(table); }, app::interrupted);
+      if (app::interrupted()) fmt::print(stderr, "tilemix-bench: interrupted; the finished rows are kept\n");
+    } else {
+      fmt::print(stderr, "tilemix-bench: CPU emulator run of '{}' ({} cases); times are CPU wall time, not GPU\n",
+                 config.name, config.cases.size());
+      table = app::run_emulator_bench(config, dump_dir);
+    }
     fmt::print("{}", app::render(table, format, provenance));
-    if (format == "table") {
+    if (!where.gpu && format == "table") {
       fmt::print("hh INT8: share of each query's heavy-hitter attention mass (smallest key sets reaching 5/10/20/30%\n"
                  "of the row) computed on the INT8 path; importance = attention probability P (the paper's\n"
                  "gradient-weighted importance needs a model loss)\n");
     }
-    if (!out_path.empty()) {
-      const auto ext = out_path.substr(out_path.find_last_of('.') + 1);
-      write_text_file(out_path, app::render(table, ext == "md" ? "md" : ext == "csv" ? "csv" : "json", provenance));
-    }
-    return app::kExitOk;
+    write_out(table);
+    return app::interrupted() ? app::kExitRuntime : app::kExitOk;
   });
 }

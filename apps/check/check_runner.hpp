@@ -16,6 +16,10 @@ struct CheckRun {
   nlohmann::json device;
 };
 
+// Replaces the input seed of every generated (non-npy) input with a random one, recorded in the
+// case's JSON and in the results table.
+void draw_fresh_input_seeds(ExperimentConfig& config);
+
 // Runs every case whose name contains `filter`. Progress goes to stderr.
 CheckRun run_checks(const ExperimentConfig& config, const DeviceChoice& device, const std::string& filter);
 

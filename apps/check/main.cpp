@@ -19,6 +19,9 @@ int main(int argc, char** argv) {
     cli.add_option("--device", device, "auto | cpu | gpu (auto falls back to the CPU with a note)");
     cli.add_option("--json", json_out, "write the results with provenance to this file");
     cli.add_option("--filter", filter, "run only cases whose name contains this text");
+    bool fresh = false;
+    cli.add_flag("--fresh-inputs", fresh,
+                 "draw a new random seed for every generated input (printed with the results), so each run checks new data");
     try {
       cli.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -27,7 +30,8 @@ int main(int argc, char** argv) {
     }
     const app::DeviceChoice where = app::choose_device(device);
     if (!where.note.empty()) fmt::print(stderr, "tilemix-check: note: {}\n", where.note);
-    const ExperimentConfig config = load_config(config_path);
+    ExperimentConfig config = load_config(config_path);
+    if (fresh) app::draw_fresh_input_seeds(config);
 
     app::CheckRun run = app::run_checks(config, where, filter);
     fmt::print("{}", render_terminal(run.table));

@@ -1,6 +1,7 @@
 #include "apps/common/device_choice.hpp"
 
 #include "core/error.hpp"
+#include "tilemix/baselines.hpp"
 #include "tilemix/gpu.hpp"
 
 namespace tilemix::app {
@@ -20,6 +21,24 @@ DeviceChoice choose_device(const std::string& requested) {
   if (requested == "gpu") throw InputError("--device gpu", why);
   c.note = "no GPU (" + why + "): running the CPU emulator and reference only";
   return c;
+}
+
+nlohmann::json device_provenance(const DeviceChoice& device) {
+  if (!device.gpu) return {{"kind", "cpu"}};
+  const gpu::DeviceInfo d = gpu::device_info(device.index);
+  return {{"kind", "gpu"},
+          {"index", d.index},
+          {"name", d.name},
+          {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
+          {"sm_count", d.sm_count},
+          {"sm_clock_mhz", d.sm_clock_mhz},
+          {"memory_clock_mhz", d.mem_clock_mhz},
+          {"global_memory_bytes", d.global_mem_bytes},
+          {"l2_bytes", d.l2_bytes},
+          {"driver_version", d.driver_version},
+          {"cuda_runtime_version", d.runtime_version},
+          {"cudnn_version", gpu::cudnn_version_string()},
+          {"cublas_version", gpu::cublas_version_string()}};
 }
 
 }  // namespace tilemix::app

@@ -2,6 +2,8 @@
 // --device auto|cpu|gpu: where kernels run. auto falls back to the CPU with a visible note.
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace tilemix::app {
 
 struct DeviceChoice {
@@ -12,5 +14,9 @@ struct DeviceChoice {
 
 // Throws InputError for an unknown value, or for `gpu` when no GPU is usable.
 DeviceChoice choose_device(const std::string& requested);
+
+// What results record about where they ran: GPU name, SM count and clock, driver, CUDA runtime,
+// cuDNN and cuBLAS versions (or {"kind": "cpu"}).
+nlohmann::json device_provenance(const DeviceChoice& device);
 
 }  // namespace tilemix::app

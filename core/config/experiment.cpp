@@ -569,7 +569,7 @@ ExperimentConfig parse_impl(json j, const std::vector<std::string>& axis_order, 
     }
     t.max_seconds = number_at_least(*tr, "max_seconds", 0.0, true).value_or(t.max_seconds);
     t.noise = number_at_least(*tr, "noise", 0.0, false).value_or(t.noise);
-    t.rotate_inputs = tr->boolean("rotate_inputs").value_or(t.rotate_inputs);
+    t.flush_l2 = tr->boolean("flush_l2").value_or(t.flush_l2);
     tr->finish();
   }
   r.finish();

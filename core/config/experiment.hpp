@@ -50,7 +50,7 @@ struct TimingSpec {
   int max_reps = 200;
   double max_seconds = 2.0;   // per row
   double noise = 0.01;        // stop once the relative std of the median is below this
-  bool rotate_inputs = true;  // rotate buffers (otherwise flush L2) between repetitions
+  bool flush_l2 = true;  // overwrite a buffer larger than L2 before each repetition (cold caches)
 };
 
 struct ExperimentConfig {

@@ -94,7 +94,7 @@ TEST_CASE("every case key is read", "[config]") {
                                "gpu_vs_emulator": {"max_abs": 0}}},
     "cases": [{"name": "lens", "batch": 3, "lq": 10, "lk": 300}],
     "methods": ["tilemix", "flash_fp16"],
-    "timing": {"warmup": 1, "min_reps": 2, "max_reps": 5, "max_seconds": 0.5, "noise": 0.02, "rotate_inputs": false}
+    "timing": {"warmup": 1, "min_reps": 2, "max_reps": 5, "max_seconds": 0.5, "noise": 0.02, "flush_l2": false}
   })");
   REQUIRE(cfg.cases.size() == 1);
   const CaseSpec& c = cfg.cases[0];
@@ -137,7 +137,7 @@ TEST_CASE("every case key is read", "[config]") {
   CHECK(cfg.timing.max_reps == 5);
   CHECK(cfg.timing.max_seconds == 0.5);
   CHECK(cfg.timing.noise == 0.02);
-  CHECK_FALSE(cfg.timing.rotate_inputs);
+  CHECK_FALSE(cfg.timing.flush_l2);
   CHECK(c.json["input"]["kind"] == "llm_like");
   CHECK(cfg.json["name"] == "full");
 }

@@ -10,9 +10,12 @@
 #include "core/metrics.hpp"
 #include "reference/emulator.hpp"
 #include "reference/exact.hpp"
-#include "tests/kernels/gpu_runner.hpp"
+#include "apps/common/gpu_problem.hpp"
 
 namespace tilemix::testing {
+
+using app::KernelOutput;
+using app::half_ulp_distance;
 
 // Kernel vs emulator. What may differ: fp32 summation order inside the tensor cores and in the
 // quad reductions of row sums, and ex2.approx against libm exp2. Each shows as an occasional

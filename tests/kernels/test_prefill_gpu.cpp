@@ -11,11 +11,12 @@
 #include "reference/emulator.hpp"
 #include "reference/exact.hpp"
 #include "tests/kernels/gpu_checks.hpp"
-#include "tests/kernels/gpu_runner.hpp"
+#include "apps/common/gpu_problem.hpp"
 #include "tests/reference/attention_fixtures.hpp"
 #include "tilemix/attention.hpp"
 
 using namespace tilemix;
+using namespace tilemix::app;
 using namespace tilemix::testing;
 
 namespace {

@@ -4,10 +4,11 @@
 #include <vector>
 
 #include "core/quant.hpp"
-#include "tests/kernels/gpu_runner.hpp"
+#include "apps/common/gpu_problem.hpp"
 #include "tests/reference/attention_fixtures.hpp"
 
 using namespace tilemix;
+using namespace tilemix::app;
 using namespace tilemix::testing;
 
 namespace {

@@ -1,10 +1,10 @@
-#include "tests/kernels/gpu_runner.hpp"
+#include "apps/common/gpu_problem.hpp"
 
 #include <algorithm>
 
 #include "core/quant.hpp"
 
-namespace tilemix::testing {
+namespace tilemix::app {
 
 GpuProblem::GpuProblem(const AttentionShape& shape, const AttentionInputs& inputs)
     : shape_(shape),
@@ -58,45 +58,70 @@ gpu::PrefillParams GpuProblem::params(const Numerics& numerics) {
   return p;
 }
 
-KernelOutput GpuProblem::run_and_fetch() {
-  gpu::device_synchronize("prefill test run");
+KernelOutput GpuProblem::fetch() {
+  gpu::device_synchronize("prefill run");
   KernelOutput out;
   out.o = gpu::to_host<uint16_t>(o_, o_.bytes() / sizeof(uint16_t));
   out.lse = gpu::to_host<float>(lse_, lse_.bytes() / sizeof(float));
   return out;
 }
 
-KernelOutput GpuProblem::tilemix(const RoutingPlan& plan, const std::vector<uint64_t>& words,
-                                 const Numerics& numerics) {
+void GpuProblem::set_routing(const RoutingPlan& plan, const std::vector<uint64_t>& words) {
   words_ = gpu::to_device(words);
   tile_offset_ = gpu::to_device(plan.tile_offset);
   group_ = gpu::to_device(plan.groups());
+  total_query_tiles_ = plan.total_tiles();
+  any_int8_ = gpu::any_int8_route(words);
+}
+
+void GpuProblem::launch_tilemix(const Numerics& numerics) {
   gpu::PrefillParams p = params(numerics);
   p.words = words_.as<const uint64_t>();
   p.tile_offset = tile_offset_.as<const int64_t>();
   p.group = group_.as<const int>();
-  p.total_query_tiles = plan.total_tiles();
+  p.total_query_tiles = total_query_tiles_;
+  if (numerics.mode == QuantMode::quantize_once && any_int8_) gpu::quantize_qk(p, nullptr);
+  gpu::tilemix_prefill(p, nullptr);
+}
+
+void GpuProblem::launch_flash(const Numerics& numerics) { gpu::flash_fp16_prefill(params(numerics), nullptr); }
+
+void GpuProblem::poison_outputs() {
   o_.poison();
   lse_.poison();
-  if (numerics.mode == QuantMode::quantize_once && gpu::any_int8_route(words)) {
-    for (gpu::DeviceBuffer* b : {&q8_, &k8_, &q_scale_, &k_scale_}) b->poison();
-    gpu::quantize_qk(p, nullptr);
-  }
-  gpu::tilemix_prefill(p, nullptr);
-  return run_and_fetch();
+  for (gpu::DeviceBuffer* b : {&q8_, &k8_, &q_scale_, &k_scale_}) b->poison();
+}
+
+KernelOutput GpuProblem::tilemix(const RoutingPlan& plan, const std::vector<uint64_t>& words,
+                                 const Numerics& numerics) {
+  set_routing(plan, words);
+  poison_outputs();
+  launch_tilemix(numerics);
+  return fetch();
 }
 
 KernelOutput GpuProblem::flash(const Numerics& numerics) {
-  o_.poison();
-  lse_.poison();
-  gpu::flash_fp16_prefill(params(numerics), nullptr);
-  return run_and_fetch();
+  poison_outputs();
+  launch_flash(numerics);
+  return fetch();
+}
+
+int64_t GpuProblem::resident_bytes(bool tilemix, const Numerics& numerics) const {
+  int64_t bytes = static_cast<int64_t>(q_.bytes() + k_.bytes() + v_.bytes() + o_.bytes() + lse_.bytes() +
+                                       cu_q_.bytes() + cu_k_.bytes());
+  if (!tilemix) return bytes;
+  bytes += static_cast<int64_t>(words_.bytes() + tile_offset_.bytes() + group_.bytes());
+  if (numerics.mode == QuantMode::quantize_once && any_int8_) {
+    bytes += static_cast<int64_t>(q8_.bytes() + k8_.bytes() + q_scale_.bytes() + k_scale_.bytes() +
+                                  q_block_offset_.bytes() + k_block_offset_.bytes());
+  }
+  return bytes;
 }
 
 QuantOutput GpuProblem::quantize() {
   for (gpu::DeviceBuffer* b : {&q8_, &k8_, &q_scale_, &k_scale_}) b->poison();
   gpu::quantize_qk(params(Numerics{}), nullptr);
-  gpu::device_synchronize("quantize_qk test run");
+  gpu::device_synchronize("quantize_qk run");
   QuantOutput out;
   out.q8 = gpu::to_host<int8_t>(q8_, q8_.bytes());
   out.k8 = gpu::to_host<int8_t>(k8_, k8_.bytes());
@@ -105,4 +130,4 @@ QuantOutput GpuProblem::quantize() {
   return out;
 }
 
-}  // namespace tilemix::testing
+}  // namespace tilemix::app

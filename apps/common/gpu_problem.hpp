@@ -10,7 +10,7 @@
 #include "tilemix/attention.hpp"
 #include "tilemix/device_buffer.hpp"
 
-namespace tilemix::testing {
+namespace tilemix::app {
 
 struct KernelOutput {
   std::vector<uint16_t> o;  // FP16 bits [total_q, hq, d]
@@ -27,7 +27,8 @@ class GpuProblem {
   GpuProblem(const AttentionShape& shape, const AttentionInputs& inputs);
 
   // The routed kernel with the plan's tiling and `words` (normally plan.words). quantize_once runs
-  // quantize_qk first when some word routes a group to INT8, as a caller must.
+  // quantize_qk first when some word routes a group to INT8, as a caller must. Outputs are
+  // poisoned before the launch and fetched after it.
   KernelOutput tilemix(const RoutingPlan& plan, const std::vector<uint64_t>& words, const Numerics& numerics);
   KernelOutput tilemix(const RoutingPlan& plan, const Numerics& numerics) {
     return tilemix(plan, plan.words, numerics);
@@ -35,10 +36,21 @@ class GpuProblem {
   KernelOutput flash(const Numerics& numerics);
   QuantOutput quantize();
 
+  // For timing: upload the routing once, then enqueue launches (no poison, no synchronisation).
+  // launch_tilemix includes the quantization pass, as every reported time does.
+  void set_routing(const RoutingPlan& plan, const std::vector<uint64_t>& words);
+  void launch_tilemix(const Numerics& numerics);
+  void launch_flash(const Numerics& numerics);
+  KernelOutput fetch();
+
+  // Bytes resident in device memory for one call: inputs, outputs, and for tilemix the routing
+  // metadata plus (quantize_once with an INT8 tile) the Q8/K8 codes and scales.
+  int64_t resident_bytes(bool tilemix, const Numerics& numerics) const;
+
   gpu::PrefillParams params(const Numerics& numerics);
 
  private:
-  KernelOutput run_and_fetch();
+  void poison_outputs();
 
   AttentionShape shape_;
   int64_t max_seqlen_q_ = 0;
@@ -46,6 +58,8 @@ class GpuProblem {
   gpu::DeviceBuffer q8_, k8_, q_scale_, k_scale_, q_block_offset_, k_block_offset_;
   gpu::DeviceBuffer words_, tile_offset_, group_;
   int64_t q_blocks_ = 0, k_blocks_ = 0;
+  int64_t total_query_tiles_ = 0;
+  bool any_int8_ = false;
 };
 
 // FP16 bits as an ordered integer line: the distance of two values in units in the last place.
@@ -55,4 +69,4 @@ inline int half_ulp_distance(uint16_t a, uint16_t b) {
   return d < 0 ? -d : d;
 }
 
-}  // namespace tilemix::testing
+}  // namespace tilemix::app
