@@ -3,6 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <map>
 #include <memory>
 #include <optional>
@@ -13,6 +17,7 @@
 #include "reference/exact.hpp"
 #include "tilemix/attention.hpp"
 #include "tilemix/baselines.hpp"
+#include "tilemix/gpu.hpp"
 #include "tilemix/timing.hpp"
 
 namespace tilemix::app {
@@ -84,37 +89,48 @@ ResultTable gpu_bench_table() {
                {"rel_l2_vs_flash", "rel.L2 flash", 3},
                {"rel_l2_vs_ref", "rel.L2 ref", 3},
                {"sm_clock_mhz", "SM MHz"},
+               {"gpu", "gpu"},
                {"status", "status"}};
   return t;
 }
 
-void run_gpu_bench(const ExperimentConfig& config, const DeviceChoice& device, const GpuBenchOptions& options,
-                   ResultTable& table, const std::function<void()>& on_row, const std::function<bool()>& stop) {
+namespace {
+
+// Cases grouped by shape and inputs (first-appearance order): a group's inputs are generated and
+// uploaded once, and only the routing plan changes between its cases.
+std::vector<std::vector<const CaseSpec*>> shape_groups(const ExperimentConfig& config) {
+  std::vector<std::string> keys;
+  std::map<std::string, std::vector<const CaseSpec*>> groups;
+  for (const CaseSpec& spec : config.cases) {
+    const std::string key = baseline_key(spec, "");
+    if (!groups.count(key)) keys.push_back(key);
+    groups[key].push_back(&spec);
+  }
+  std::vector<std::vector<const CaseSpec*>> out;
+  for (const auto& key : keys) out.push_back(groups[key]);
+  return out;
+}
+
+using RowSink = std::function<void(std::vector<Cell>)>;
+
+// Runs `groups` on one device, handing every finished row to `emit`.
+void run_groups(const ExperimentConfig& config, const std::vector<const std::vector<const CaseSpec*>*>& groups,
+                int device_index, const GpuBenchOptions& options, std::atomic<int>& cases_done,
+                const RowSink& emit, const std::function<bool()>& stop) {
   const std::vector<std::string> methods =
       config.methods.empty() ? std::vector<std::string>{"tilemix", "flash_fp16"} : config.methods;
+  gpu::select_device(device_index);
   const gpu::TimingOptions timing = timing_options(config.timing);
   std::map<std::string, bool> baseline_done;
-  // Cases run grouped by shape and inputs (first appearance order), so inputs are generated and
-  // uploaded once per group and only the routing plan changes between consecutive cases.
   std::vector<const CaseSpec*> order_of_cases;
-  {
-    std::vector<std::string> keys;
-    std::map<std::string, std::vector<const CaseSpec*>> groups;
-    for (const CaseSpec& spec : config.cases) {
-      const std::string key = baseline_key(spec, "");
-      if (!groups.count(key)) keys.push_back(key);
-      groups[key].push_back(&spec);
-    }
-    for (const auto& key : keys) order_of_cases.insert(order_of_cases.end(), groups[key].begin(), groups[key].end());
-  }
+  for (const auto* group : groups) order_of_cases.insert(order_of_cases.end(), group->begin(), group->end());
   std::string inputs_key;
   AttentionInputs inputs;
   std::unique_ptr<GpuProblem> problem_ptr;
   std::optional<ExactResult> reference;
-  int index = 0;
   for (const CaseSpec* case_ptr : order_of_cases) {
     const CaseSpec& spec = *case_ptr;
-    ++index;
+    const int index = ++cases_done;
     if (stop()) return;
     if (baseline_key(spec, "") != inputs_key) {
       inputs_key = baseline_key(spec, "");
@@ -146,7 +162,7 @@ void run_gpu_bench(const ExperimentConfig& config, const DeviceChoice& device, c
       // A baseline row is printed once per shape; flash_fp16 still runs for the speedup column.
       const bool print = listed && (!is_baseline || !baseline_done[key]);
       if (!print && method != "flash_fp16") continue;
-      fmt::print(stderr, "[{}/{}] {} {}\n", index, config.cases.size(), spec.name, method);
+      fmt::print(stderr, "[{}/{}] gpu {}: {} {}\n", index, config.cases.size(), device_index, spec.name, method);
 
       MethodRun run;
       gpu::PrefillParams params = problem.params(spec.numerics);
@@ -214,7 +230,7 @@ void run_gpu_bench(const ExperimentConfig& config, const DeviceChoice& device, c
         }
         if (reference) dev_ref = deviation(half_to_double(r.o), reference->o).rel_l2;
       }
-      table.add_row({spec.name, method, routed ? Cell{std::string(to_string(spec.routing.layout))} : Cell{},
+      emit({spec.name, method, routed ? Cell{std::string(to_string(spec.routing.layout))} : Cell{},
                      routed ? Cell{spec.routing.ratio} : Cell{}, routed ? Cell{cov.groups()} : Cell{},
                      routed ? Cell{cov.tiles()} : Cell{}, routed ? Cell{cov.cells()} : Cell{},
                      routed ? Cell{params_text} : Cell{}, int64_t{s.batch()}, int64_t{s.hq}, int64_t{s.hk},
@@ -222,9 +238,41 @@ void run_gpu_bench(const ExperimentConfig& config, const DeviceChoice& device, c
                      routed ? Cell{std::string(to_string(spec.numerics.mode))} : Cell{},
                      std::string(to_string(spec.numerics.state)), std::string(to_string(spec.numerics.accum)), median,
                      min_ms, max_ms, rel_std, reps, tops, thpt, speedup,
-                     static_cast<double>(r.resident_bytes) / double(1 << 20), dev_flash, dev_ref, clock, r.status});
-      on_row();
+                     static_cast<double>(r.resident_bytes) / double(1 << 20), dev_flash, dev_ref, clock,
+            int64_t{device_index}, r.status});
     }
+  }
+}
+
+}  // namespace
+
+void run_gpu_bench(const ExperimentConfig& config, const std::vector<int>& devices, const GpuBenchOptions& options,
+                   ResultTable& table, const std::function<void()>& on_row, const std::function<bool()>& stop) {
+  const auto groups = shape_groups(config);
+  std::mutex table_mutex;
+  const RowSink emit = [&](std::vector<Cell> row) {
+    const std::lock_guard<std::mutex> lock(table_mutex);
+    table.add_row(std::move(row));
+    on_row();
+  };
+  std::atomic<int> cases_done{0};
+  // Shape groups are dealt round-robin to the devices; each device runs its share in a thread.
+  std::vector<std::thread> workers;
+  std::vector<std::exception_ptr> errors(devices.size());
+  for (size_t i = 0; i < devices.size(); ++i) {
+    std::vector<const std::vector<const CaseSpec*>*> share;
+    for (size_t g = i; g < groups.size(); g += devices.size()) share.push_back(&groups[g]);
+    workers.emplace_back([&, i, share] {
+      try {
+        run_groups(config, share, devices[i], options, cases_done, emit, stop);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
   }
 }
 

@@ -3,8 +3,8 @@
 // timed with CUDA events (times include quantization), beside flash_fp16 measured in the same run.
 #include <functional>
 #include <string>
+#include <vector>
 
-#include "apps/common/device_choice.hpp"
 #include "core/config/experiment.hpp"
 #include "core/report/table.hpp"
 
@@ -18,9 +18,10 @@ struct GpuBenchOptions {
 // Empty table with the bench's columns.
 ResultTable gpu_bench_table();
 
-// Runs the sweep; `on_row` is called after every finished row (the caller rewrites its output
-// files then, so an interrupted sweep keeps every finished row). Stops early when `stop()` is true.
-void run_gpu_bench(const ExperimentConfig& config, const DeviceChoice& device, const GpuBenchOptions& options,
+// Runs the sweep, sharded over `devices` (shape groups dealt round-robin, one thread per device).
+// `on_row` is called after every finished row (the caller rewrites its output files then, so an
+// interrupted sweep keeps every finished row). Stops early when `stop()` is true.
+void run_gpu_bench(const ExperimentConfig& config, const std::vector<int>& devices, const GpuBenchOptions& options,
                    ResultTable& table, const std::function<void()>& on_row, const std::function<bool()>& stop);
 
 }  // namespace tilemix::app

@@ -3,6 +3,7 @@
 //   tilemix-bench [--config FILE] [--device auto|cpu|gpu] [--set key=v1,v2] [--format md|csv|json]
 //                 [--out FILE] [--dump DIR] [--list]
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <csignal>
 #include <fmt/core.h>
 
@@ -45,6 +46,39 @@ void install_interrupt_handler() {
 }
 bool interrupted() { return g_interrupted != 0; }
 
+// --devices: "" (the default device), "all", or a comma-separated list of indices.
+std::vector<int> parse_devices(const std::string& arg, int default_index) {
+  if (arg.empty()) return {default_index};
+  const int count = gpu::device_count();
+  std::vector<int> out;
+  if (arg == "all") {
+    for (int i = 0; i < count; ++i) out.push_back(i);
+    return out;
+  }
+  size_t pos = 0;
+  while (pos <= arg.size()) {
+    const size_t comma = std::min(arg.find(',', pos), arg.size());
+    const std::string item = arg.substr(pos, comma - pos);
+    int index = -1;
+    try {
+      size_t used = 0;
+      index = std::stoi(item, &used);
+      if (used != item.size()) index = -1;
+    } catch (const std::exception&) {
+    }
+    if (index < 0 || index >= count) {
+      throw InputError("--devices", "'" + item + "' is not a device index (this machine has " + std::to_string(count) +
+                                        " devices)");
+    }
+    if (std::find(out.begin(), out.end(), index) != out.end()) {
+      throw InputError("--devices", "device " + item + " is listed twice");
+    }
+    out.push_back(index);
+    pos = comma + 1;
+  }
+  return out;
+}
+
 std::string render(const ResultTable& t, const std::string& format, const nlohmann::json& provenance) {
   if (format == "md") return render_markdown(t);
   if (format == "csv") return render_csv(t);
@@ -63,6 +97,7 @@ int main(int argc, char** argv) {
     std::string config_path, device = "auto", format = "table", out_path, dump_dir;
     std::vector<std::string> sets;
     bool list = false, deviation = false, reference = false;
+    std::string devices_arg;
     cli.add_option("--config", config_path, "experiment config (JSON); a small built-in sweep when absent");
     cli.add_option("--device", device, "auto | cpu | gpu");
     cli.add_option("--set", sets, "replace or add a sweep axis: key=v1,v2 (repeatable)");
@@ -70,6 +105,7 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"table", "md", "csv", "json"}));
     cli.add_option("--out", out_path, "also write the results (format from the extension: .json .csv .md)");
     cli.add_option("--dump", dump_dir, "write each case's q, k, v, o, o_ref .npy and <case>_meta.json here");
+    cli.add_option("--devices", devices_arg, "GPU indices to shard the sweep over: 0,1,... or all (default 0)");
     cli.add_flag("--list", list, "list methods, layouts and devices");
     cli.add_flag("--deviation", deviation, "GPU: add each method's relative L2 deviation from flash_fp16");
     cli.add_flag("--reference", reference, "GPU: add the deviation from the exact CPU reference (slow at long L)");
@@ -89,6 +125,7 @@ int main(int argc, char** argv) {
 
     const app::DeviceChoice where = app::choose_device(device);
     if (!where.note.empty()) fmt::print(stderr, "tilemix-bench: note: {}\n", where.note);
+    if (!where.gpu && !devices_arg.empty()) throw InputError("--devices", "needs a GPU run (--device gpu or auto)");
     const ExperimentConfig config =
         config_path.empty() ? parse_config(nlohmann::json::parse(app::default_bench_config_json()), "<built-in>", sets)
                             : load_config(config_path, sets);
@@ -107,7 +144,8 @@ int main(int argc, char** argv) {
       table = app::gpu_bench_table();
           if (!dump_dir.empty()) throw InputError("--dump", "writes emulator cases; use it with --device cpu");
       const app::GpuBenchOptions options{deviation, reference};
-      app::run_gpu_bench(config, where, options, table, [&] { write_out(table); }, app::interrupted);
+      app::run_gpu_bench(config, app::parse_devices(devices_arg, where.index), options, table,
+                         [&] { write_out(table); }, app::interrupted);
       if (app::interrupted()) fmt::print(stderr, "tilemix-bench: interrupted; the finished rows are kept\n");
     } else {
       fmt::print(stderr, "tilemix-bench: CPU emulator run of '{}' ({} cases); times are CPU wall time, not GPU\n",

@@ -12,6 +12,7 @@
 #include "reference/emulator.hpp"
 #include "reference/exact.hpp"
 #include "tilemix/attention.hpp"
+#include "tilemix/gpu.hpp"
 
 namespace tilemix::app {
 namespace {
@@ -62,6 +63,7 @@ CheckRun run_checks(const ExperimentConfig& config, const DeviceChoice& device, 
   CheckRun run;
   run.table = make_table();
   run.device = device_provenance(device);
+  if (device.gpu) gpu::select_device(device.index);
   int index = 0;
   for (const CaseSpec& spec : config.cases) {
     ++index;

@@ -41,4 +41,8 @@ DeviceInfo device_info(int index) {
   return d;
 }
 
+void select_device(int index) {
+  TILEMIX_CUDA_CHECK(cudaSetDevice(index), "select device " + std::to_string(index));
+}
+
 }  // namespace tilemix::gpu

@@ -18,6 +18,8 @@ int device_count(std::string* why) {
 
 DeviceInfo device_info(int) { throw std::runtime_error("this build has no CUDA kernels"); }
 
+void select_device(int) { throw std::runtime_error("this build has no CUDA kernels"); }
+
 // The geometry is known without a GPU: the emulator and the plans of a CPU-only run use it.
 TileGeometry tilemix_geometry(int d) { return prefill_geometry(d, "tilemix_geometry"); }
 TileGeometry flash_geometry(int d) { return prefill_geometry(d, "flash_geometry"); }

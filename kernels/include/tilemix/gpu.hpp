@@ -28,4 +28,7 @@ int device_count(std::string* why = nullptr);
 
 DeviceInfo device_info(int index);
 
+// Makes `index` the current device of the calling thread.
+void select_device(int index);
+
 }  // namespace tilemix::gpu
