@@ -4,7 +4,9 @@
 
 #include <chrono>
 
+#include "apps/common/case_columns.hpp"
 #include "apps/common/prepared_case.hpp"
+#include "apps/common/progress.hpp"
 #include "core/metrics.hpp"
 #include "reference/emulator.hpp"
 #include "reference/exact.hpp"
@@ -26,49 +28,27 @@ namespace {
 
 ResultTable make_table() {
   ResultTable t;
-  t.columns = {{"case", "case"},
-               {"method", "method"},
-               {"layout", "layout"},
-               {"ratio", "ratio", 3},
-               {"coverage", "cov.groups", 3},
-               {"coverage_tiles", "cov.tiles", 3},
-               {"coverage_cells", "cov.cells", 3},
-               {"params", "params"},
-               {"batch", "B"},
-               {"hq", "Hq"},
-               {"hk", "Hk"},
-               {"d", "d"},
-               {"lq", "Lq"},
-               {"lk", "Lk"},
-               {"causal", "causal"},
-               {"mode", "mode"},
-               {"state", "state"},
-               {"cpu_ms", "cpu ms", 4},
-               {"max_abs_vs_ref", "max|d| ref", 3},
-               {"rel_l2_vs_ref", "rel.L2 ref", 3},
-               {"cosine_vs_ref", "cos ref", 7},
-               // Heavy-hitter exposure E^tau (paper G.5) with importance = attention probability P:
-               // the paper's gradient-weighted importance needs a model loss, which a kernel bench has not.
-               {"hh_exposure", "hh INT8 5/10/20/30%"}};
+  t.columns = case_columns();
+  const std::vector<Column> own = {
+      {"cpu_ms", "cpu ms", 4},
+      {"max_abs_vs_ref", "max|d| ref", 3},
+      {"rel_l2_vs_ref", "rel.L2 ref", 3},
+      {"cosine_vs_ref", "cos ref", 7},
+      // Heavy-hitter exposure E^tau (paper G.5) with importance = attention probability P:
+      // the paper's gradient-weighted importance needs a model loss, which a kernel bench has not.
+      {"hh_exposure", "hh INT8 5/10/20/30%"}};
+  t.columns.insert(t.columns.end(), own.begin(), own.end());
   return t;
-}
-
-int64_t length_cell(const std::vector<int64_t>& cu) {
-  // Equal lengths print as the length; varlen as -1 (the JSON config holds the lengths).
-  const int64_t first = cu[1] - cu[0];
-  for (size_t b = 1; b + 1 < cu.size(); ++b) {
-    if (cu[b + 1] - cu[b] != first) return -1;
-  }
-  return first;
 }
 
 }  // namespace
 
 ResultTable run_emulator_bench(const ExperimentConfig& config, const std::string& dump_dir) {
   ResultTable table = make_table();
+  Progress progress(static_cast<int>(config.cases.size()));
   int index = 0;
   for (const CaseSpec& spec : config.cases) {
-    ++index;
+    progress.step(++index, spec.name);
     const PreparedCase pc = prepare_case(spec, spec.routing.geometry);
     const auto t0 = std::chrono::steady_clock::now();
     const EmulatorResult emu = emulate_attention(spec.shape, pc.inputs, pc.plan, {spec.numerics, KeyOrder::ascending});
@@ -78,19 +58,14 @@ ResultTable run_emulator_bench(const ExperimentConfig& config, const std::string
     const HeavyHitterExposure hh = heavy_hitter_exposure(spec.shape, pc.inputs, pc.plan, {0.05, 0.10, 0.20, 0.30});
     if (!dump_dir.empty()) dump_case(dump_dir, pc, emu, ref);
 
-    const auto& s = spec.shape;
-    std::string params;
-    for (const auto& tpl : pc.plan.templates) params += (params.empty() ? "" : "; ") + tpl.params.to_string();
-    const Coverage& cov = pc.plan.coverage;
-    table.add_row({spec.name, std::string("emulator"), std::string(to_string(spec.routing.layout)), spec.routing.ratio,
-                   cov.groups(), cov.tiles(), cov.cells(), params, int64_t{s.batch()}, int64_t{s.hq}, int64_t{s.hk},
-                   int64_t{s.d}, length_cell(s.cu_seqlens_q), length_cell(s.cu_seqlens_k), s.causal,
-                   std::string(to_string(spec.numerics.mode)), std::string(to_string(spec.numerics.state)), ms,
-                   dev.max_abs, dev.rel_l2, dev.cosine,
-                   fmt::format("{:.3f} {:.3f} {:.3f} {:.3f}", hh.exposure[0], hh.exposure[1], hh.exposure[2],
-                               hh.exposure[3])});
-    fmt::print(stderr, "[{}/{}] {} ({:.0f} ms)\n", index, config.cases.size(), spec.name, ms);
+    std::vector<Cell> row = case_cells(spec, pc.plan, "emulator", true);
+    const std::vector<Cell> own = {ms, dev.max_abs, dev.rel_l2, dev.cosine,
+                                   fmt::format("{:.3f} {:.3f} {:.3f} {:.3f}", hh.exposure[0], hh.exposure[1],
+                                               hh.exposure[2], hh.exposure[3])};
+    row.insert(row.end(), own.begin(), own.end());
+    table.add_row(std::move(row));
   }
+  progress.finish();
   return table;
 }
 

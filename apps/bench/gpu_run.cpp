@@ -11,8 +11,10 @@
 #include <memory>
 #include <optional>
 
+#include "apps/common/case_columns.hpp"
 #include "apps/common/gpu_problem.hpp"
 #include "apps/common/prepared_case.hpp"
+#include "apps/common/progress.hpp"
 #include "core/metrics.hpp"
 #include "reference/exact.hpp"
 #include "tilemix/attention.hpp"
@@ -22,14 +24,6 @@
 
 namespace tilemix::app {
 namespace {
-
-int64_t length_of(const std::vector<int64_t>& cu) {
-  const int64_t first = cu[1] - cu[0];
-  for (size_t b = 1; b + 1 < cu.size(); ++b) {
-    if (cu[b + 1] - cu[b] != first) return -1;  // varlen: the config holds the lengths
-  }
-  return first;
-}
 
 // The shape (and numerics) a baseline row depends on: baselines run once per distinct key.
 std::string baseline_key(const CaseSpec& spec, const std::string& method) {
@@ -59,24 +53,8 @@ struct MethodRun {
 
 ResultTable gpu_bench_table() {
   ResultTable t;
-  t.columns = {{"case", "case"},
-               {"method", "method"},
-               {"layout", "layout"},
-               {"ratio", "ratio", 3},
-               {"coverage", "cov.groups", 3},
-               {"coverage_tiles", "cov.tiles", 3},
-               {"coverage_cells", "cov.cells", 3},
-               {"params", "params"},
-               {"batch", "B"},
-               {"hq", "Hq"},
-               {"hk", "Hk"},
-               {"d", "d"},
-               {"lq", "Lq"},
-               {"lk", "Lk"},
-               {"causal", "causal"},
-               {"mode", "mode"},
-               {"state", "state"},
-               {"accum", "accum"},
+  t.columns = case_columns();
+  const std::vector<Column> own = {
                {"median_ms", "median ms", 4},
                {"min_ms", "min ms", 4},
                {"max_ms", "max ms", 4},
@@ -91,6 +69,7 @@ ResultTable gpu_bench_table() {
                {"sm_clock_mhz", "SM MHz"},
                {"gpu", "gpu"},
                {"status", "status"}};
+  t.columns.insert(t.columns.end(), own.begin(), own.end());
   return t;
 }
 
@@ -116,7 +95,7 @@ using RowSink = std::function<void(std::vector<Cell>)>;
 // Runs `groups` on one device, handing every finished row to `emit`.
 void run_groups(const ExperimentConfig& config, const std::vector<const std::vector<const CaseSpec*>*>& groups,
                 int device_index, const GpuBenchOptions& options, std::atomic<int>& cases_done,
-                const RowSink& emit, const std::function<bool()>& stop) {
+                Progress& progress, const RowSink& emit, const std::function<bool()>& stop) {
   const std::vector<std::string> methods =
       config.methods.empty() ? std::vector<std::string>{"tilemix", "flash_fp16"} : config.methods;
   gpu::select_device(device_index);
@@ -162,7 +141,7 @@ void run_groups(const ExperimentConfig& config, const std::vector<const std::vec
       // A baseline row is printed once per shape; flash_fp16 still runs for the speedup column.
       const bool print = listed && (!is_baseline || !baseline_done[key]);
       if (!print && method != "flash_fp16") continue;
-      fmt::print(stderr, "[{}/{}] gpu {}: {} {}\n", index, config.cases.size(), device_index, spec.name, method);
+      progress.step(index, fmt::format("gpu {}: {} {}", device_index, spec.name, method));
 
       MethodRun run;
       gpu::PrefillParams params = problem.params(spec.numerics);
@@ -208,11 +187,6 @@ void run_groups(const ExperimentConfig& config, const std::vector<const std::vec
       if (is_baseline) baseline_done[key] = true;
 
       const MethodRun& r = runs[method];
-      const auto& s = spec.shape;
-      const Coverage& cov = pc.plan.coverage;
-      const bool routed = method == "tilemix";
-      std::string params_text;
-      for (const auto& tpl : pc.plan.templates) params_text += (params_text.empty() ? "" : "; ") + tpl.params.to_string();
       Cell median, min_ms, max_ms, rel_std, reps, tops, thpt, speedup, dev_flash, dev_ref, clock;
       if (r.timing) {
         median = r.timing->median_ms;
@@ -230,16 +204,12 @@ void run_groups(const ExperimentConfig& config, const std::vector<const std::vec
         }
         if (reference) dev_ref = deviation(half_to_double(r.o), reference->o).rel_l2;
       }
-      emit({spec.name, method, routed ? Cell{std::string(to_string(spec.routing.layout))} : Cell{},
-                     routed ? Cell{spec.routing.ratio} : Cell{}, routed ? Cell{cov.groups()} : Cell{},
-                     routed ? Cell{cov.tiles()} : Cell{}, routed ? Cell{cov.cells()} : Cell{},
-                     routed ? Cell{params_text} : Cell{}, int64_t{s.batch()}, int64_t{s.hq}, int64_t{s.hk},
-                     int64_t{s.d}, length_of(s.cu_seqlens_q), length_of(s.cu_seqlens_k), s.causal,
-                     routed ? Cell{std::string(to_string(spec.numerics.mode))} : Cell{},
-                     std::string(to_string(spec.numerics.state)), std::string(to_string(spec.numerics.accum)), median,
-                     min_ms, max_ms, rel_std, reps, tops, thpt, speedup,
-                     static_cast<double>(r.resident_bytes) / double(1 << 20), dev_flash, dev_ref, clock,
-            int64_t{device_index}, r.status});
+      std::vector<Cell> row = case_cells(spec, pc.plan, method, method == "tilemix");
+      const std::vector<Cell> own = {median, min_ms, max_ms, rel_std, reps, tops, thpt, speedup,
+                                     static_cast<double>(r.resident_bytes) / double(1 << 20), dev_flash, dev_ref, clock,
+                                     int64_t{device_index}, r.status};
+      row.insert(row.end(), own.begin(), own.end());
+      emit(std::move(row));
     }
   }
 }
@@ -256,6 +226,7 @@ void run_gpu_bench(const ExperimentConfig& config, const std::vector<int>& devic
     on_row();
   };
   std::atomic<int> cases_done{0};
+  Progress progress(static_cast<int>(config.cases.size()));
   // Shape groups are dealt round-robin to the devices; each device runs its share in a thread.
   std::vector<std::thread> workers;
   std::vector<std::exception_ptr> errors(devices.size());
@@ -264,13 +235,14 @@ void run_gpu_bench(const ExperimentConfig& config, const std::vector<int>& devic
     for (size_t g = i; g < groups.size(); g += devices.size()) share.push_back(&groups[g]);
     workers.emplace_back([&, i, share] {
       try {
-        run_groups(config, share, devices[i], options, cases_done, emit, stop);
+        run_groups(config, share, devices[i], options, cases_done, progress, emit, stop);
       } catch (...) {
         errors[i] = std::current_exception();
       }
     });
   }
   for (auto& w : workers) w.join();
+  progress.finish();
   for (const auto& e : errors) {
     if (e) std::rethrow_exception(e);
   }

@@ -35,7 +35,8 @@ nlohmann::json device_provenance(const DeviceChoice& device) {
           {"memory_clock_mhz", d.mem_clock_mhz},
           {"global_memory_bytes", d.global_mem_bytes},
           {"l2_bytes", d.l2_bytes},
-          {"driver_version", d.driver_version},
+          {"driver", d.driver},
+          {"driver_cuda_version", d.driver_version},
           {"cuda_runtime_version", d.runtime_version},
           {"cudnn_version", gpu::cudnn_version_string()},
           {"cublas_version", gpu::cublas_version_string()}};

@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/common/check.cuh"
+#include "kernels/common/nvml.cuh"
 #include "tilemix/gpu.hpp"
 
 namespace tilemix::gpu {
@@ -37,6 +38,7 @@ DeviceInfo device_info(int index) {
   d.sm_clock_mhz = clock_khz / 1000;
   d.mem_clock_mhz = mem_khz / 1000;
   TILEMIX_CUDA_CHECK(cudaDriverGetVersion(&d.driver_version), "driver version");
+  d.driver = nvml().driver_version();
   TILEMIX_CUDA_CHECK(cudaRuntimeGetVersion(&d.runtime_version), "runtime version");
   return d;
 }

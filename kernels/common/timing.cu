@@ -1,6 +1,5 @@
 // CUDA-event timing with noise-based stopping, L2 flush and clock readings.
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
@@ -8,55 +7,11 @@
 #include <numeric>
 
 #include "kernels/common/check.cuh"
+#include "kernels/common/nvml.cuh"
 #include "tilemix/timing.hpp"
 
 namespace tilemix::gpu {
 namespace {
-
-// SM clocks through NVML, loaded at run time (the driver ships it; no link-time dependency).
-class NvmlClocks {
- public:
-  NvmlClocks() {
-    lib_ = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib_) {
-      note_ = "NVML not found";
-      return;
-    }
-    init_ = reinterpret_cast<int (*)()>(dlsym(lib_, "nvmlInit_v2"));
-    by_index_ = reinterpret_cast<int (*)(unsigned, void**)>(dlsym(lib_, "nvmlDeviceGetHandleByIndex_v2"));
-    clock_ = reinterpret_cast<int (*)(void*, int, unsigned*)>(dlsym(lib_, "nvmlDeviceGetClockInfo"));
-    max_clock_ = reinterpret_cast<int (*)(void*, int, unsigned*)>(dlsym(lib_, "nvmlDeviceGetMaxClockInfo"));
-    if (!init_ || !by_index_ || !clock_ || !max_clock_ || init_() != 0) {
-      note_ = "NVML unusable";
-      lib_ = nullptr;
-    }
-  }
-  // NVML clock type 1 = SM. Returns 0 when unreadable.
-  int sm_mhz(bool max) {
-    if (!lib_) return 0;
-    int dev = 0;
-    cudaGetDevice(&dev);
-    void* handle = nullptr;
-    unsigned mhz = 0;
-    if (by_index_(static_cast<unsigned>(dev), &handle) != 0) return 0;
-    if ((max ? max_clock_ : clock_)(handle, 1, &mhz) != 0) return 0;
-    return static_cast<int>(mhz);
-  }
-  const std::string& note() const { return note_; }
-
- private:
-  void* lib_ = nullptr;
-  int (*init_)() = nullptr;
-  int (*by_index_)(unsigned, void**) = nullptr;
-  int (*clock_)(void*, int, unsigned*) = nullptr;
-  int (*max_clock_)(void*, int, unsigned*) = nullptr;
-  std::string note_;
-};
-
-NvmlClocks& clocks() {
-  static NvmlClocks c;
-  return c;
-}
 
 struct Event {
   cudaEvent_t e{};
@@ -82,10 +37,10 @@ TimingResult time_launches(const std::function<void(int)>& launch, const TimingO
   if (opt.flush_l2) TILEMIX_CUDA_CHECK(cudaMalloc(&flush, flush_bytes), "L2 flush buffer");
 
   TimingResult r;
-  r.sm_clock_max_mhz = clocks().sm_mhz(true);
+  r.sm_clock_max_mhz = nvml().sm_mhz(true);
   for (int i = 0; i < opt.warmup; ++i) launch(i);
   TILEMIX_CUDA_CHECK(cudaDeviceSynchronize(), "warm-up");
-  r.sm_clock_start_mhz = clocks().sm_mhz(false);
+  r.sm_clock_start_mhz = nvml().sm_mhz(false);
 
   Event start, stop;
   const auto t0 = std::chrono::steady_clock::now();
@@ -109,7 +64,7 @@ TimingResult time_launches(const std::function<void(int)>& launch, const TimingO
     }
   }
   if (flush) cudaFree(flush);
-  r.sm_clock_end_mhz = clocks().sm_mhz(false);
+  r.sm_clock_end_mhz = nvml().sm_mhz(false);
 
   r.median_ms = median_of(r.ms);
   r.min_ms = *std::min_element(r.ms.begin(), r.ms.end());
@@ -119,7 +74,7 @@ TimingResult time_launches(const std::function<void(int)>& launch, const TimingO
   for (double x : r.ms) var += (x - mean) * (x - mean);
   r.rel_std = r.ms.size() > 1 ? std::sqrt(var / (r.ms.size() - 1)) / mean : 0.0;
   if (r.sm_clock_max_mhz == 0) {
-    r.clock_note = clocks().note().empty() ? "SM clock unreadable" : clocks().note();
+    r.clock_note = nvml().note().empty() ? "SM clock unreadable" : nvml().note();
   } else if (r.sm_clock_end_mhz < 0.9 * r.sm_clock_max_mhz) {
     r.throttled = true;
     r.clock_note = "SM clock " + std::to_string(r.sm_clock_end_mhz) + " MHz after the run, max " +

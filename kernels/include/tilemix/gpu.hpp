@@ -15,7 +15,8 @@ struct DeviceInfo {
   int64_t l2_bytes = 0;
   int sm_clock_mhz = 0;      // current SM clock where readable, else the nominal clock
   int mem_clock_mhz = 0;
-  int driver_version = 0;    // e.g. 13000
+  int driver_version = 0;    // CUDA version the driver supports, e.g. 13000
+  std::string driver;        // the driver's own version, e.g. "580.159.04" ("" when unreadable)
   int runtime_version = 0;
 };
 
