@@ -7,3 +7,4 @@ scripts/setup.sh "$@"
 build_dir=${BUILD_DIR:-build}
 ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)"
 "$build_dir"/apps/tilemix-check --config configs/check/ci.json --device cpu
+"$build_dir"/apps/tilemix-check --config configs/check/decode-ci.json --device cpu

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <random>
 
+#include "apps/check/decode_checks.hpp"
 #include "apps/common/gpu_problem.hpp"
 #include "apps/common/prepared_case.hpp"
 #include "core/error.hpp"
@@ -41,14 +42,14 @@ ResultTable make_table() {
   return t;
 }
 
+}  // namespace
+
 const Tolerance& require_tolerance(const CaseSpec& spec, const Tolerance& t, const char* name) {
   if (t.empty()) {
     throw InputError(spec.where + ".tolerance." + name, "is required to check this case (set it in the case or defaults)");
   }
   return t;
 }
-
-}  // namespace
 
 void draw_fresh_input_seeds(ExperimentConfig& config) {
   std::random_device entropy;
@@ -58,6 +59,45 @@ void draw_fresh_input_seeds(ExperimentConfig& config) {
     spec.json["input"]["seed"] = spec.input.seed;
   }
 }
+
+namespace {
+
+// The emulator (with the kernel's geometry on a GPU) against the reference, and on a GPU the
+// routed kernel against both.
+void check_prefill_case(const CaseSpec& spec, const DeviceChoice& device, ResultTable& table, bool& ok) {
+  // On a GPU the plan and the emulator take the kernel's tile geometry.
+  const TileGeometry geometry = device.gpu ? gpu::tilemix_geometry(spec.shape.d) : spec.routing.geometry;
+  const PreparedCase pc = prepare_case(spec, geometry);
+  const ExactResult ref = exact_attention(spec.shape, pc.inputs);
+  const EmulatorResult emu = emulate_attention(spec.shape, pc.inputs, pc.plan, {spec.numerics, KeyOrder::ascending});
+  const std::vector<double> emu_o = half_to_double(emu.o);
+
+  const auto add_row = [&](const char* compare, const Deviation& dev, const Tolerance& tol) {
+    std::string why;
+    const bool row_ok = within(dev, tol, &why);
+    ok = ok && row_ok;
+    const Coverage& cov = pc.plan.coverage;
+    table.add_row({spec.name, std::string(to_string(spec.routing.layout)), spec.routing.ratio, cov.groups(),
+                   cov.tiles(), cov.cells(), shape_summary(spec.shape),
+                   fmt::format("{} {}", to_string(spec.input.kind), spec.input.seed),
+                   std::string(to_string(spec.numerics.state)), std::string(to_string(spec.numerics.accum)),
+                   std::string(to_string(spec.numerics.mode)), std::string(compare), dev.max_abs, dev.mean_abs,
+                   dev.rel_l2, dev.cosine, dev.nonfinite, std::string(row_ok ? "pass" : "FAIL"), why});
+  };
+  add_row("emulator~reference", deviation(emu_o, ref.o),
+          require_tolerance(spec, spec.tolerance.emulator_vs_reference, "emulator_vs_reference"));
+  if (device.gpu) {
+    // Outputs are poisoned (NaN) before the launch: an element the kernel misses fails the row.
+    GpuProblem gpu_problem(spec.shape, pc.inputs);
+    const std::vector<double> gpu_o = half_to_double(gpu_problem.tilemix(pc.plan, spec.numerics).o);
+    add_row("gpu~emulator", deviation(gpu_o, emu_o),
+            require_tolerance(spec, spec.tolerance.gpu_vs_emulator, "gpu_vs_emulator"));
+    add_row("gpu~reference", deviation(gpu_o, ref.o),
+            require_tolerance(spec, spec.tolerance.gpu_vs_reference, "gpu_vs_reference"));
+  }
+}
+
+}  // namespace
 
 CheckRun run_checks(const ExperimentConfig& config, const DeviceChoice& device, const std::string& filter) {
   CheckRun run;
@@ -69,36 +109,14 @@ CheckRun run_checks(const ExperimentConfig& config, const DeviceChoice& device, 
     ++index;
     if (!filter.empty() && spec.name.find(filter) == std::string::npos) continue;
     const auto t0 = std::chrono::steady_clock::now();
-    // On a GPU the plan and the emulator take the kernel's tile geometry.
-    const TileGeometry geometry = device.gpu ? gpu::tilemix_geometry(spec.shape.d) : spec.routing.geometry;
-    const PreparedCase pc = prepare_case(spec, geometry);
-    const ExactResult ref = exact_attention(spec.shape, pc.inputs);
-    const EmulatorResult emu = emulate_attention(spec.shape, pc.inputs, pc.plan, {spec.numerics, KeyOrder::ascending});
-    const std::vector<double> emu_o = half_to_double(emu.o);
-
     bool ok = true;
-    const auto add_row = [&](const char* compare, const Deviation& dev, const Tolerance& tol) {
-      std::string why;
-      const bool row_ok = within(dev, tol, &why);
-      ok = ok && row_ok;
-      const Coverage& cov = pc.plan.coverage;
-      run.table.add_row({spec.name, std::string(to_string(spec.routing.layout)), spec.routing.ratio, cov.groups(),
-                         cov.tiles(), cov.cells(), shape_summary(spec.shape),
-                         fmt::format("{} {}", to_string(spec.input.kind), spec.input.seed),
-                         std::string(to_string(spec.numerics.state)), std::string(to_string(spec.numerics.accum)),
-                         std::string(to_string(spec.numerics.mode)), std::string(compare), dev.max_abs, dev.mean_abs,
-                         dev.rel_l2, dev.cosine, dev.nonfinite, std::string(row_ok ? "pass" : "FAIL"), why});
-    };
-    add_row("emulator~reference", deviation(emu_o, ref.o),
-            require_tolerance(spec, spec.tolerance.emulator_vs_reference, "emulator_vs_reference"));
-    if (device.gpu) {
-      // Outputs are poisoned (NaN) before the launch: an element the kernel misses fails the row.
-      GpuProblem gpu_problem(spec.shape, pc.inputs);
-      const std::vector<double> gpu_o = half_to_double(gpu_problem.tilemix(pc.plan, spec.numerics).o);
-      add_row("gpu~emulator", deviation(gpu_o, emu_o),
-              require_tolerance(spec, spec.tolerance.gpu_vs_emulator, "gpu_vs_emulator"));
-      add_row("gpu~reference", deviation(gpu_o, ref.o),
-              require_tolerance(spec, spec.tolerance.gpu_vs_reference, "gpu_vs_reference"));
+    if (spec.decode) {
+      const int sm_count = device.gpu ? gpu::device_info(device.index).sm_count : kCpuSmCount;
+      // Kernel rows of a decode case use check.prepared and check.splits and compare through
+      // add_decode_row with check.emulator_o and check.reference.o.
+      [[maybe_unused]] const DecodeCheck check = run_decode_check(spec, sm_count, run.table, ok);
+    } else {
+      check_prefill_case(spec, device, run.table, ok);
     }
     (ok ? run.passed : run.failed) += 1;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

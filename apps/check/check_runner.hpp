@@ -20,6 +20,9 @@ struct CheckRun {
 // case's JSON and in the results table.
 void draw_fresh_input_seeds(ExperimentConfig& config);
 
+// `t`, or an InputError naming spec.where.tolerance.<name> when the config leaves it unset.
+const Tolerance& require_tolerance(const CaseSpec& spec, const Tolerance& t, const char* name);
+
 // Runs every case whose name contains `filter`. Progress goes to stderr.
 CheckRun run_checks(const ExperimentConfig& config, const DeviceChoice& device, const std::string& filter);
 

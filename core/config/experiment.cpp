@@ -21,18 +21,26 @@ const std::vector<std::string> kTopKeys = {"name", "description", "defaults", "c
 const std::vector<std::string> kCaseKeys = {"name",       "batch", "seq_len", "lq",    "lk",      "seqlens_q",
                                             "seqlens_k",  "hq",    "hk",      "d",     "causal",  "softmax_scale",
                                             "layout",     "ratio", "seed",    "group", "block_m", "block_n",
-                                            "words_file", "mode",  "state",   "accum", "input",   "tolerance"};
+                                            "words_file", "mode",  "state",   "accum", "input",   "tolerance",
+                                            "kind",       "cache_len", "cache_lens", "new_tokens", "cache",
+                                            "append_steps"};
 const std::vector<std::string> kInputKeys = {
     "kind", "seed", "stddev", "outlier_channels", "outlier_scale", "sink_scale", "local_bias",
     "q",    "k",    "v",      "allow_nonfinite"};
 const std::vector<std::string> kToleranceKeys = {"emulator_vs_reference", "gpu_vs_emulator", "gpu_vs_reference"};
 const std::vector<std::string> kBoundKeys = {"max_abs", "mean_abs", "rel_l2", "min_cosine"};
-const std::vector<std::string> kLengthKeys = {"seq_len", "lq", "lk", "seqlens_q", "seqlens_k"};
+const std::vector<std::string> kLengthKeys = {"seq_len",   "lq",        "lk",        "seqlens_q",
+                                              "seqlens_k", "cache_len", "cache_lens"};
+// Keys of one kind of case only; the other kind rejects them by name.
+const std::vector<std::string> kDecodeOnlyKeys = {"cache_len", "cache_lens", "new_tokens", "cache", "append_steps"};
+const std::vector<std::string> kPrefillOnlyKeys = {"seq_len", "lq",    "lk",    "seqlens_q", "seqlens_k", "causal",
+                                                   "mode",    "state", "accum", "block_m",   "block_n"};
 
 constexpr int64_t kMaxSeqLen = (int64_t{1} << 31) - 1;
 constexpr int64_t kMaxBatch = int64_t{1} << 20;
 constexpr int64_t kMaxHeads = int64_t{1} << 16;
 constexpr size_t kMaxCases = 100000;
+constexpr int kMaxAppendSteps = 1 << 16;
 
 bool contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
@@ -109,13 +117,16 @@ void assign(json& node, Origins& origins, const std::string& key, const json& va
 }
 
 // Sequence lengths come in three forms: seq_len (+ batch), lq and lk (+ batch), seqlens_q and
-// seqlens_k. A layer that uses one form replaces the lengths of lower layers given in another.
-enum class LengthForm { none, equal, pair, varlen };
+// seqlens_k; decode cases give cache_len (+ batch) or cache_lens. A layer that uses one form
+// replaces the lengths of lower layers given in another.
+enum class LengthForm { none, equal, pair, varlen, cache_equal, cache_varlen };
 
 LengthForm length_form(const std::string& key) {
   if (key == "seq_len") return LengthForm::equal;
   if (key == "lq" || key == "lk") return LengthForm::pair;
   if (key == "seqlens_q" || key == "seqlens_k") return LengthForm::varlen;
+  if (key == "cache_len") return LengthForm::cache_equal;
+  if (key == "cache_lens") return LengthForm::cache_varlen;
   return LengthForm::none;
 }
 
@@ -123,7 +134,7 @@ void drop_other_length_forms(json& merged, Origins& origins, LengthForm keep) {
   for (const auto& key : kLengthKeys) {
     if (length_form(key) != keep) erase_key(merged, origins, key);
   }
-  if (keep == LengthForm::varlen) erase_key(merged, origins, "batch");
+  if (keep == LengthForm::varlen || keep == LengthForm::cache_varlen) erase_key(merged, origins, "batch");
 }
 
 void merge_layer(json& merged, Origins& origins, const json& layer, const std::string& layer_path, const Context& ctx) {
@@ -135,12 +146,13 @@ void merge_layer(json& merged, Origins& origins, const json& layer, const std::s
     if (form != LengthForm::none && f != form) {
       throw InputError(
           ctx.at(member_path(layer_path, item.key())),
-          "cannot be combined with " + form_key + " (give seq_len, or lq and lk, or seqlens_q and seqlens_k)");
+          "cannot be combined with " + form_key +
+              " (give seq_len, or lq and lk, or seqlens_q and seqlens_k; decode: cache_len or cache_lens)");
     }
     form = f;
     form_key = item.key();
   }
-  if (form == LengthForm::varlen && layer.contains("batch")) {
+  if ((form == LengthForm::varlen || form == LengthForm::cache_varlen) && layer.contains("batch")) {
     throw InputError(ctx.at(member_path(layer_path, "batch")),
                      "cannot be combined with " + form_key + " (the batch is the number of lengths given)");
   }
@@ -355,6 +367,80 @@ void read_tolerance(JsonObjectReader& r, const json& merged, const Origins& orig
   tr->finish();
 }
 
+// A key of the other kind of case names itself, at the path where it was written.
+void reject_keys(const JsonObjectReader& r, const json& merged, const std::vector<std::string>& keys, bool decode) {
+  for (const auto& key : keys) {
+    if (!merged.contains(key)) continue;
+    throw InputError(r.where(key), decode ? "is a prefill key; this case has \"kind\": \"decode\""
+                                          : "is only used in decode cases (\"kind\": \"decode\")");
+  }
+}
+
+void read_cache_lengths(JsonObjectReader& r, const std::string& case_where, DecodeShape& shape) {
+  const auto cache_len = r.integer("cache_len");
+  const auto cache_lens = r.integer_array("cache_lens");
+  const auto batch = r.integer("batch");
+  const auto check_cache = [](int64_t v, const std::string& where) {
+    check_length(v, where);
+    if (v < 1) {
+      throw InputError(where, "must be >= 1 (the cache holds at least the new tokens), got " + std::to_string(v));
+    }
+  };
+  if (cache_lens) {
+    if (batch) throw InputError(r.where("batch"), "cannot be combined with cache_lens (the batch is its length)");
+    if (cache_lens->empty()) throw InputError(r.where("cache_lens"), "needs at least one cache length");
+    if (cache_lens->size() > static_cast<size_t>(kMaxBatch)) {
+      throw InputError(r.where("cache_lens"), "has more than " + std::to_string(kMaxBatch) + " sequences");
+    }
+    for (size_t i = 0; i < cache_lens->size(); ++i) {
+      check_cache((*cache_lens)[i], r.where("cache_lens") + "[" + std::to_string(i) + "]");
+    }
+    shape.cache_len = *cache_lens;
+  } else if (cache_len) {
+    const int64_t b = batch.value_or(1);
+    if (b < 1 || b > kMaxBatch) {
+      throw InputError(r.where("batch"), "must be in [1, " + std::to_string(kMaxBatch) + "], got " + std::to_string(b));
+    }
+    check_cache(*cache_len, r.where("cache_len"));
+    shape.cache_len.assign(static_cast<size_t>(b), *cache_len);
+  } else {
+    throw InputError(case_where,
+                     "cache lengths are required for a decode case: give cache_len (+ batch) or cache_lens");
+  }
+
+  // new_tokens: one count for every sequence, or one per sequence; 1 when absent.
+  const size_t batch_size = shape.cache_len.size();
+  shape.new_tokens.assign(batch_size, 1);
+  std::vector<std::string> where(batch_size, r.where("new_tokens"));
+  if (r.has("new_tokens")) {
+    const json& v = r.raw("new_tokens");
+    if (v.is_array()) {
+      shape.new_tokens = *r.integer_array("new_tokens");
+      if (shape.new_tokens.size() != batch_size) {
+        throw InputError(r.where("new_tokens"), "has " + std::to_string(shape.new_tokens.size()) +
+                                                    " counts but the case has " + std::to_string(batch_size) +
+                                                    " sequences");
+      }
+      for (size_t i = 0; i < batch_size; ++i) where[i] += "[" + std::to_string(i) + "]";
+    } else if (v.is_number_integer()) {
+      shape.new_tokens.assign(batch_size, *r.integer("new_tokens"));
+    } else {
+      json_type_error(r.where("new_tokens"), "integer or array of integers", v);
+    }
+  }
+  for (size_t i = 0; i < batch_size; ++i) {
+    const int64_t n = shape.new_tokens[i];
+    if (n < 1 || n > kMaxDecodeTokens) {
+      throw InputError(where[i], "must be in [1, " + std::to_string(kMaxDecodeTokens) + "], got " + std::to_string(n));
+    }
+    if (n > shape.cache_len[i]) {
+      throw InputError(where[i], "is " + std::to_string(n) + " but sequence " + std::to_string(i) + " caches only " +
+                                     std::to_string(shape.cache_len[i]) +
+                                     " tokens (the new tokens are the last entries of the cache)");
+    }
+  }
+}
+
 CaseSpec read_case(const json& merged, const Origins& origins, const Context& ctx, const std::string& case_path) {
   CaseSpec spec;
   spec.where = ctx.at(case_path);
@@ -363,16 +449,32 @@ CaseSpec read_case(const json& merged, const Origins& origins, const Context& ct
   apply_origins(r, merged, origins, "");
 
   spec.name = r.string("name").value_or("");
+  const bool decode = r.choice("kind", {"prefill", "decode"}).value_or("prefill") == "decode";
+  reject_keys(r, merged, decode ? kPrefillOnlyKeys : kDecodeOnlyKeys, decode);
   AttentionShape& shape = spec.shape;
-  read_lengths(r, spec.where, shape);
+  DecodeShape decode_shape;
+  if (decode) {
+    read_cache_lengths(r, spec.where, decode_shape);
+  } else {
+    read_lengths(r, spec.where, shape);
+  }
   shape.hq = int_in(r, "hq", 1, kMaxHeads).value_or(8);
   shape.hk = int_in(r, "hk", 1, kMaxHeads).value_or(2);
   shape.d = int_in(r, "d", 1, kMaxHeads).value_or(128);
-  shape.causal = r.boolean("causal").value_or(false);
+  if (!decode) shape.causal = r.boolean("causal").value_or(false);
   if (const auto scale = number_at_least(r, "softmax_scale", 0.0, true)) {
     shape.softmax_scale = static_cast<float>(*scale);
   }
-  validate(shape, spec.where);
+  if (decode) {
+    decode_shape.hq = shape.hq;
+    decode_shape.hk = shape.hk;
+    decode_shape.d = shape.d;
+    decode_shape.softmax_scale = shape.softmax_scale;
+    validate_decode(decode_shape, spec.where);
+    shape = decode_shape.attention_shape();
+  } else {
+    validate(shape, spec.where);
+  }
 
   RoutingRequest& routing = spec.routing;
   std::vector<std::string> layouts;
@@ -407,9 +509,13 @@ CaseSpec read_case(const json& merged, const Origins& origins, const Context& ct
       routing.group = static_cast<int>(g.get<int64_t>());
     }
   }
-  routing.geometry.block_m = int_in(r, "block_m", 1, 4096).value_or(routing.geometry.block_m);
-  routing.geometry.block_n = int_in(r, "block_n", 1, 4096).value_or(routing.geometry.block_n);
-  validate_geometry(routing.geometry, spec.where.c_str());
+  if (decode) {
+    routing.geometry = kDecodeGeometry;
+  } else {
+    routing.geometry.block_m = int_in(r, "block_m", 1, 4096).value_or(routing.geometry.block_m);
+    routing.geometry.block_n = int_in(r, "block_n", 1, 4096).value_or(routing.geometry.block_n);
+    validate_geometry(routing.geometry, spec.where.c_str());
+  }
   std::set<std::pair<int64_t, int64_t>> geometries;
   for (int b = 0; b < shape.batch(); ++b) geometries.emplace(shape.seqlen_q(b), shape.seqlen_k(b));
   const std::string group_where = r.where("group");
@@ -429,13 +535,24 @@ CaseSpec read_case(const json& merged, const Origins& origins, const Context& ct
     throw InputError(r.where("words_file"), "is only used with layout file, not " + layout_name);
   }
 
-  Numerics& nu = spec.numerics;
-  nu.mode = read_enum<QuantMode>(
-      r, "mode", {{"quantize_once", QuantMode::quantize_once}, {"on_the_fly", QuantMode::on_the_fly}}, nu.mode);
-  nu.state =
-      read_enum<StatePrecision>(r, "state", {{"fp32", StatePrecision::fp32}, {"fp16", StatePrecision::fp16}}, nu.state);
-  nu.accum =
-      read_enum<AccumPrecision>(r, "accum", {{"fp32", AccumPrecision::fp32}, {"fp16", AccumPrecision::fp16}}, nu.accum);
+  if (decode) {
+    DecodeCaseSpec& dc = spec.decode.emplace();
+    dc.shape = decode_shape;
+    dc.cache = read_enum<CacheKind>(r, "cache", {{"int8", CacheKind::int8}, {"fp16", CacheKind::fp16}}, dc.cache);
+    dc.append_steps = int_in(r, "append_steps", 1, kMaxAppendSteps).value_or(dc.append_steps);
+    if (dc.cache == CacheKind::fp16 && routing.layout != LayoutKind::zero) {
+      throw InputError(r.where("layout"), "must be zero with cache fp16 (the FP16 cache has no INT8 score path), got " +
+                                              layout_name);
+    }
+  } else {
+    Numerics& nu = spec.numerics;
+    nu.mode = read_enum<QuantMode>(
+        r, "mode", {{"quantize_once", QuantMode::quantize_once}, {"on_the_fly", QuantMode::on_the_fly}}, nu.mode);
+    nu.state = read_enum<StatePrecision>(r, "state", {{"fp32", StatePrecision::fp32}, {"fp16", StatePrecision::fp16}},
+                                         nu.state);
+    nu.accum = read_enum<AccumPrecision>(r, "accum", {{"fp32", AccumPrecision::fp32}, {"fp16", AccumPrecision::fp16}},
+                                         nu.accum);
+  }
 
   spec.input.seed = routing.seed;
   read_input(r, merged, origins, ctx, shape.d, spec.input);

@@ -14,12 +14,18 @@
 // state, accum, input {kind, seed, stddev, outlier_channels, outlier_scale, sink_scale,
 // local_bias, q, k, v, allow_nonfinite}, tolerance {emulator_vs_reference, gpu_vs_emulator,
 // gpu_vs_reference: {max_abs, mean_abs, rel_l2, min_cosine}}.
+// Decode cases ("kind": "decode"; default "prefill") take cache_len (+ batch) | cache_lens,
+// new_tokens (int or array), cache ("int8" | "fp16"), append_steps, and the shared keys name, hq,
+// hk, d, softmax_scale, layout, ratio, seed, group, words_file, input, tolerance; the other
+// prefill keys are errors there, as decode keys are in a prefill case.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/decode/decode_case.hpp"
 #include "core/inputs/inputs.hpp"
 #include "core/metrics.hpp"
 #include "core/problem.hpp"
@@ -41,6 +47,9 @@ struct CaseSpec {
   Numerics numerics;
   InputSpec input;
   CaseTolerances tolerance;
+  // Set for decode cases; `shape` is then decode->shape.attention_shape() and `routing` uses
+  // kDecodeGeometry.
+  std::optional<DecodeCaseSpec> decode;
   nlohmann::json json;  // the merged case as read, saved with results
 };
 

@@ -1,0 +1,58 @@
+#include "apps/check/decode_checks.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "apps/check/check_runner.hpp"
+
+namespace tilemix::app {
+namespace {
+
+// "64" for equal values, "1,63,64,65" for a few, "1..3000" for many.
+std::string value_list(const std::vector<int64_t>& v) {
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  if (*lo == *hi) return std::to_string(*lo);
+  if (v.size() > 4) return fmt::format("{}..{}", *lo, *hi);
+  return fmt::format("{}", fmt::join(v, ","));
+}
+
+}  // namespace
+
+std::string decode_shape_summary(const DecodeShape& s, const DecodeSplitPlan& splits, int sm_count) {
+  return fmt::format("B={} Hq={} Hk={} d={} cache={} new={} splits={}x{} sm={}", s.batch(), s.hq, s.hk, s.d,
+                     value_list(s.cache_len), value_list(s.new_tokens), splits.total_splits(), splits.tiles_per_split,
+                     sm_count);
+}
+
+void add_decode_row(ResultTable& table, const CaseSpec& spec, const DecodeCheck& check, const std::string& compare,
+                    const Deviation& dev, const Tolerance& tol, bool& ok) {
+  std::string why;
+  const bool row_ok = within(dev, tol, &why);
+  ok = ok && row_ok;
+  const Coverage& cov = check.prepared.plan.coverage;
+  // Decode keeps fp32 softmax state and fp32 PV accumulation.
+  table.add_row({spec.name, std::string(to_string(spec.routing.layout)), spec.routing.ratio, cov.groups(), cov.tiles(),
+                 cov.cells(), decode_shape_summary(check.prepared.shape, check.splits, check.sm_count),
+                 fmt::format("{} {}", to_string(spec.input.kind), spec.input.seed), std::string("fp32"),
+                 std::string("fp32"), std::string("decode-") + to_string(spec.decode->cache), compare, dev.max_abs,
+                 dev.mean_abs, dev.rel_l2, dev.cosine, dev.nonfinite, std::string(row_ok ? "pass" : "FAIL"), why});
+}
+
+DecodeCheck run_decode_check(const CaseSpec& spec, int sm_count, ResultTable& table, bool& ok) {
+  DecodeCheck check;
+  check.prepared = prepare_decode(spec);
+  const PreparedDecode& pd = check.prepared;
+  check.sm_count = sm_count;
+  check.splits = make_decode_split_plan(pd.shape, sm_count);
+  check.emulator = spec.decode->cache == CacheKind::int8
+                       ? emulate_decode_int8(pd.shape, pd.q, pd.int8, pd.plan, check.splits)
+                       : emulate_decode_fp16(pd.shape, pd.q, pd.fp16, check.splits);
+  check.emulator_o = half_to_double(check.emulator.o);
+  check.reference = exact_attention(pd.shape.attention_shape(), {pd.q, pd.k_src, pd.v_src});
+  add_decode_row(table, spec, check, "emulator~reference", deviation(check.emulator_o, check.reference.o),
+                 require_tolerance(spec, spec.tolerance.emulator_vs_reference, "emulator_vs_reference"), ok);
+  return check;
+}
+
+}  // namespace tilemix::app

@@ -1,0 +1,359 @@
+#include <catch2/catch.hpp>
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/config/experiment.hpp"
+#include "core/decode/decode_case.hpp"
+#include "core/quant.hpp"
+#include "reference/decode_emulator.hpp"
+#include "reference/exact.hpp"
+#include "tests/reference/attention_fixtures.hpp"
+
+using namespace tilemix;
+using namespace tilemix::testing;
+
+namespace {
+
+constexpr float kLog2e = 1.44269504088896340736f;
+constexpr float kLn2 = 0.69314718055994530942f;
+
+struct DecodeProblem {
+  CaseSpec spec;
+  PreparedDecode pd;
+};
+
+DecodeProblem make_problem(int hq, int hk, int d, const std::vector<int64_t>& cache_len,
+                           const std::vector<int64_t>& new_tokens, LayoutKind layout, double ratio, InputKind input,
+                           uint64_t seed, int append_steps = 2) {
+  DecodeProblem p;
+  DecodeCaseSpec dc;
+  dc.shape.hq = hq;
+  dc.shape.hk = hk;
+  dc.shape.d = d;
+  dc.shape.cache_len = cache_len;
+  dc.shape.new_tokens = new_tokens;
+  validate_decode(dc.shape);
+  dc.append_steps = append_steps;
+  p.spec.name = "decode";
+  p.spec.where = "test";
+  p.spec.shape = dc.shape.attention_shape();
+  p.spec.decode = dc;
+  p.spec.routing.layout = layout;
+  p.spec.routing.ratio = ratio;
+  p.spec.routing.seed = seed;
+  p.spec.input.kind = input;
+  p.spec.input.seed = seed;
+  p.pd = prepare_decode(p.spec);
+  return p;
+}
+
+// Every legal group of the problem on INT8 (`one`) or FP16, keeping the problem's data.
+RoutingPlan plan_with(const PreparedDecode& pd, LayoutKind layout, double ratio = 0.0) {
+  RoutingRequest request;
+  request.layout = layout;
+  request.ratio = ratio;
+  request.seed = 5;
+  request.geometry = kDecodeGeometry;
+  return make_plan(pd.shape.attention_shape(), request);
+}
+
+DecodeSplitPlan uniform_splits(const DecodeShape& s, int tiles_per_split) {
+  DecodeSplitPlan p;
+  p.tiles_per_split = tiles_per_split;
+  std::vector<int64_t> splits;
+  for (int64_t len : s.cache_len) splits.push_back(((len + 63) / 64 + tiles_per_split - 1) / tiles_per_split);
+  p.split_offset = prefix_sums(splits);
+  return p;
+}
+
+ExactResult exact_of(const PreparedDecode& pd) {
+  return exact_attention(pd.shape.attention_shape(), {pd.q, pd.k_src, pd.v_src});
+}
+
+// Exact attention (double, full softmax) over the dequantized INT8 cache: what the cache stands for.
+std::vector<double> dequantized_reference(const PreparedDecode& pd) {
+  const DecodeShape& s = pd.shape;
+  std::vector<float> k, v;
+  dequantize_cache(pd.int8, k, v);
+  const std::vector<int64_t> cu_q = prefix_sums(s.new_tokens), cu_k = prefix_sums(s.cache_len);
+  std::vector<double> out(pd.q.size(), 0.0);
+  const int group = s.hq / s.hk;
+  for (int b = 0; b < s.batch(); ++b) {
+    for (int h = 0; h < s.hq; ++h) {
+      for (int64_t i = 0; i < s.new_tokens[b]; ++i) {
+        const int64_t visible = visible_keys(i, s.new_tokens[b], s.cache_len[b], true);
+        const size_t q_at = (static_cast<size_t>(cu_q[b] + i) * s.hq + h) * s.d;
+        std::vector<double> score(static_cast<size_t>(visible));
+        double m = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < visible; ++j) {
+          const size_t k_at = (static_cast<size_t>(cu_k[b] + j) * s.hk + h / group) * s.d;
+          double dot = 0.0;
+          for (int c = 0; c < s.d; ++c) dot += static_cast<double>(half_to_float(pd.q[q_at + c])) * k[k_at + c];
+          score[j] = dot * s.softmax_scale;
+          m = std::max(m, score[j]);
+        }
+        double l = 0.0;
+        for (int64_t j = 0; j < visible; ++j) {
+          const double p = std::exp(score[j] - m);
+          l += p;
+          const size_t v_at = (static_cast<size_t>(cu_k[b] + j) * s.hk + h / group) * s.d;
+          for (int c = 0; c < s.d; ++c) out[q_at + c] += p * v[v_at + c];
+        }
+        for (int c = 0; c < s.d; ++c) out[q_at + c] /= l;
+      }
+    }
+  }
+  return out;
+}
+
+double rel_l2(const DecodeResult& r, const std::vector<double>& ref) { return compare(r.o, ref).rel_l2; }
+
+}  // namespace
+
+TEST_CASE("decode emulator follows the documented rounding points", "[decode]") {
+  // One sequence, one new token, two cached keys (both visible), one split.
+  const int d = 64;
+  DecodeShape s;
+  s.hq = 1;
+  s.hk = 1;
+  s.d = d;
+  s.softmax_scale = 0.37f;
+  s.cache_len = {2};
+  s.new_tokens = {1};
+  validate_decode(s);
+  std::vector<uint16_t> q(d, 0), k(2 * d, 0), v(2 * d, 0);
+  const float qv[3] = {1.25f, -0.5f, 0.875f}, k0[3] = {0.75f, 2.0f, -1.5f}, k1[3] = {-0.25f, 1.5f, 3.0f};
+  for (int c = 0; c < 3; ++c) {
+    q[c] = float_to_half(qv[c]);
+    k[c] = float_to_half(k0[c]);
+    k[d + c] = float_to_half(k1[c]);
+  }
+  for (int c = 0; c < d; ++c) {
+    v[c] = float_to_half(0.1f * static_cast<float>(c) - 1.0f);
+    v[d + c] = float_to_half(0.3f - 0.05f * static_cast<float>(c));
+  }
+  const KvCacheLayout layout = make_cache_layout(1, d, {2});
+  Int8KvCache int8 = make_int8_cache(layout);
+  Fp16KvCache fp16 = make_fp16_cache(layout);
+  append_tokens(int8, {2}, k, v);
+  append_tokens(fp16, {2}, k, v);
+  const DecodeSplitPlan splits = make_decode_split_plan(s, 132);
+  RoutingRequest request;
+  request.geometry = kDecodeGeometry;
+  request.layout = LayoutKind::zero;
+  const RoutingPlan zero = make_plan(s.attention_shape(), request);
+  request.layout = LayoutKind::one;
+  request.ratio = 1.0;
+  const RoutingPlan one = make_plan(s.attention_shape(), request);
+  const float scale_log2 = 0.37f * kLog2e;
+
+  // One tile from the -inf state, then the one-split combine (weight exp2(0) = 1).
+  const auto expect = [&](const DecodeResult& got, float s0, float s1, float v_scale, const std::vector<float>& vv) {
+    const float m = std::max(s0, s1);
+    const float p0 = std::exp2(s0 - m), p1 = std::exp2(s1 - m);
+    const float alpha = std::exp2(-std::numeric_limits<float>::infinity() - m);
+    const float l = 0.0f * alpha + (p0 + p1);
+    const float p16_0 = round_to_half(p0 * v_scale), p16_1 = round_to_half(p1 * v_scale);
+    const float w = std::exp2(m - m);
+    for (int c = 0; c < d; ++c) {
+      const double pv = static_cast<double>(p16_0 * vv[c]) + static_cast<double>(p16_1 * vv[d + c]);
+      const float o = 0.0f * alpha + static_cast<float>(pv);
+      REQUIRE(got.o[c] == float_to_half((0.0f + w * o) / (0.0f + w * l)));
+    }
+    REQUIRE(got.lse[0] == (m + std::log2(0.0f + w * l)) * kLn2);
+  };
+  std::vector<float> v_codes(2 * d), v_values(2 * d);
+  for (int i = 0; i < 2 * d; ++i) {
+    v_codes[i] = static_cast<float>(int8.v8[i]);
+    v_values[i] = half_to_float(v[i]);
+  }
+
+  SECTION("INT8 cache, INT8 score path") {
+    const QuantizedTensor q8 = quantize_blockwise(q, {0, 1}, 1, d, kBlockQ);
+    float c0 = 0.0f, c1 = 0.0f;
+    for (int c = 0; c < d; ++c) {
+      c0 += static_cast<float>(q8.codes[c] * int8.k8[c]);
+      c1 += static_cast<float>(q8.codes[c] * int8.k8[d + c]);
+    }
+    const float s0 = (c0 * (q8.scales[0] * scale_log2)) * int8.k_scale[0];
+    const float s1 = (c1 * (q8.scales[0] * scale_log2)) * int8.k_scale[0];
+    expect(emulate_decode_int8(s, q, int8, one, splits), s0, s1, int8.v_scale[0], v_codes);
+  }
+  SECTION("INT8 cache, FP16 score path on dequantized K8") {
+    double a0 = 0.0, a1 = 0.0;
+    for (int c = 0; c < d; ++c) {
+      a0 += static_cast<double>(half_to_float(q[c]) * static_cast<float>(int8.k8[c]));
+      a1 += static_cast<double>(half_to_float(q[c]) * static_cast<float>(int8.k8[d + c]));
+    }
+    const float s0 = static_cast<float>(a0) * (int8.k_scale[0] * scale_log2);
+    const float s1 = static_cast<float>(a1) * (int8.k_scale[0] * scale_log2);
+    expect(emulate_decode_int8(s, q, int8, zero, splits), s0, s1, int8.v_scale[0], v_codes);
+  }
+  SECTION("FP16 cache") {
+    double a0 = 0.0, a1 = 0.0;
+    for (int c = 0; c < 3; ++c) {
+      a0 += static_cast<double>(qv[c] * k0[c]);
+      a1 += static_cast<double>(qv[c] * k1[c]);
+    }
+    expect(emulate_decode_fp16(s, q, fp16, splits), static_cast<float>(a0) * scale_log2,
+           static_cast<float>(a1) * scale_log2, 1.0f, v_values);
+  }
+}
+
+TEST_CASE("decode emulator over the FP16 cache is exact up to FP16 rounding", "[decode]") {
+  for (InputKind input : {InputKind::gaussian, InputKind::llm_like}) {
+    const DecodeProblem p = make_problem(8, 2, 128, {1, 63, 64, 65, 1500}, {1, 4, 16, 16, 4}, LayoutKind::zero, 0.0,
+                                         input, 3);
+    const DecodeSplitPlan splits = make_decode_split_plan(p.pd.shape, 132);
+    const DecodeResult emu = emulate_decode_fp16(p.pd.shape, p.pd.q, p.pd.fp16, splits);
+    const ExactResult ref = exact_of(p.pd);
+    const Deviation dev = compare(emu.o, ref.o);
+    CHECK(dev.nonfinite == 0);
+    CHECK(dev.rel_l2 < 1e-3);
+    CHECK(dev.max_abs <= 2.0 * half_ulp(max_abs_value(ref.o)));
+    for (size_t i = 0; i < ref.lse.size(); ++i) REQUIRE(std::fabs(emu.lse[i] - ref.lse[i]) < 1e-4);
+  }
+}
+
+TEST_CASE("INT8 cache: zero routing carries only the cache's INT8 error, routing adds to it", "[decode]") {
+  const DecodeProblem p =
+      make_problem(8, 2, 128, {1, 63, 64, 65, 2000}, {1, 4, 16, 16, 8}, LayoutKind::zero, 0.0, InputKind::gaussian, 4);
+  const PreparedDecode& pd = p.pd;
+  const DecodeSplitPlan splits = make_decode_split_plan(pd.shape, 132);
+  const std::vector<double> dequantized = dequantized_reference(pd);
+  const ExactResult exact = exact_of(pd);
+  const double cache_error = deviation(dequantized, exact.o).rel_l2;
+
+  const DecodeResult zero = emulate_decode_int8(pd.shape, pd.q, pd.int8, pd.plan, splits);
+  // Against what the cache stands for, only FP16 rounding (of P and of the output) remains.
+  CHECK(rel_l2(zero, dequantized) < 1e-3);
+  const double zero_error = rel_l2(zero, exact.o);
+  CHECK(zero_error < cache_error * 1.05 + 1e-3);
+  CHECK(zero_error > cache_error * 0.95 - 1e-3);
+
+  // The INT8 score path also quantizes Q: a little more error, not a different scale of it.
+  const DecodeResult one = emulate_decode_int8(pd.shape, pd.q, pd.int8, plan_with(pd, LayoutKind::one), splits);
+  const double one_error = rel_l2(one, exact.o);
+  CHECK(one_error > zero_error);
+  CHECK(one_error < 2.0 * zero_error);
+  CHECK(rel_l2(one, dequantized) > 2.0 * rel_l2(zero, dequantized));
+}
+
+TEST_CASE("INT8 cache: the routing error grows with INT8 coverage", "[decode]") {
+  const DecodeProblem p =
+      make_problem(8, 2, 128, {3000, 700}, {4, 16}, LayoutKind::zero, 0.0, InputKind::gaussian, 6);
+  const PreparedDecode& pd = p.pd;
+  const DecodeSplitPlan splits = make_decode_split_plan(pd.shape, 132);
+  const std::vector<double> dequantized = dequantized_reference(pd);
+  double previous = 0.0;
+  for (double ratio : {0.0, 0.25, 0.5, 0.75, 1.0}) {
+    const RoutingPlan plan = plan_with(pd, LayoutKind::rowrand, ratio);
+    const double error = rel_l2(emulate_decode_int8(pd.shape, pd.q, pd.int8, plan, splits), dequantized);
+    INFO("ratio " << ratio << " coverage " << plan.coverage.groups() << " rel_l2 vs dequantized cache " << error);
+    CHECK(error > previous);
+    previous = error;
+  }
+}
+
+TEST_CASE("split-K: one split or many agree to the rounding of P and of the output", "[decode]") {
+  const DecodeProblem p = make_problem(8, 2, 64, {1, 63, 64, 65, 2100}, {1, 4, 16, 16, 16}, LayoutKind::rowrand, 0.5,
+                                       InputKind::llm_like, 7, 3);
+  const PreparedDecode& pd = p.pd;
+  const DecodeSplitPlan one_split = uniform_splits(pd.shape, 1000);
+  const DecodeResult single_int8 = emulate_decode_int8(pd.shape, pd.q, pd.int8, pd.plan, one_split);
+  const DecodeResult single_fp16 = emulate_decode_fp16(pd.shape, pd.q, pd.fp16, one_split);
+  for (int tiles_per_split : {1, 3, 4}) {
+    const DecodeSplitPlan splits = uniform_splits(pd.shape, tiles_per_split);
+    const std::pair<DecodeResult, const DecodeResult*> runs[] = {
+        {emulate_decode_int8(pd.shape, pd.q, pd.int8, pd.plan, splits), &single_int8},
+        {emulate_decode_fp16(pd.shape, pd.q, pd.fp16, splits), &single_fp16}};
+    for (const auto& [many, single] : runs) {
+      // Each split rounds P to FP16 against its own running max, so outputs differ by FP16
+      // rounding of P (averaged over the keys) and of o; l and m are fp32, so lse differs by
+      // fp32 rounding only.
+      const Deviation dev = compare(many.o, half_to_double(single->o));
+      CHECK(dev.nonfinite == 0);
+      CHECK(dev.rel_l2 < 2e-4);
+      CHECK(dev.max_abs <= 8.0 * half_ulp(max_abs_value(half_to_double(single->o))));
+      for (size_t i = 0; i < many.lse.size(); ++i) {
+        REQUIRE(std::isfinite(many.lse[i]));
+        REQUIRE(std::fabs(many.lse[i] - single->lse[i]) <= 1e-5f * (1.0f + std::fabs(single->lse[i])));
+      }
+    }
+  }
+}
+
+TEST_CASE("decode emulator: GQA 1/4/8, 1/4/16 new tokens, caches of 1, 63, 64, 65 tokens", "[decode]") {
+  uint64_t seed = 100;
+  for (int group : {1, 4, 8}) {
+    for (int64_t n : {1, 4, 16}) {
+      const std::vector<int64_t> cache_len{1, 63, 64, 65, 400};
+      std::vector<int64_t> new_tokens;
+      for (int64_t len : cache_len) new_tokens.push_back(std::min(n, len));
+      const int hk = group == 8 ? 1 : 2;
+      const DecodeProblem p = make_problem(group * hk, hk, 64, cache_len, new_tokens, LayoutKind::band, 0.5,
+                                           InputKind::gaussian, ++seed);
+      const PreparedDecode& pd = p.pd;
+      const DecodeSplitPlan splits = make_decode_split_plan(pd.shape, 132, 1);
+      const ExactResult exact = exact_of(pd);
+      INFO("group " << group << " new tokens " << n);
+      const DecodeResult fp16 = emulate_decode_fp16(pd.shape, pd.q, pd.fp16, splits);
+      CHECK(compare(fp16.o, exact.o).rel_l2 < 1e-3);
+      const Deviation int8 = compare(emulate_decode_int8(pd.shape, pd.q, pd.int8, pd.plan, splits).o, exact.o);
+      CHECK(int8.nonfinite == 0);
+      CHECK(int8.rel_l2 < 0.025);
+      CHECK(int8.cosine > 0.9997);
+    }
+  }
+}
+
+TEST_CASE("decode emulator is deterministic and fast at a few thousand cached tokens", "[decode]") {
+  const DecodeProblem p =
+      make_problem(8, 2, 128, {4096, 4096, 4096, 4096}, {16, 16, 16, 16}, LayoutKind::band, 0.5,
+                   InputKind::gaussian, 8);
+  const PreparedDecode& pd = p.pd;
+  const DecodeSplitPlan splits = make_decode_split_plan(pd.shape, 132);
+  const auto t0 = std::chrono::steady_clock::now();
+  const DecodeResult a = emulate_decode_int8(pd.shape, pd.q, pd.int8, pd.plan, splits);
+  const double int8_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto t1 = std::chrono::steady_clock::now();
+  emulate_decode_fp16(pd.shape, pd.q, pd.fp16, splits);
+  const double fp16_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  INFO("B=4 hq=8 L=4096 n=16: INT8 cache " << int8_seconds << " s, FP16 cache " << fp16_seconds << " s");
+  CHECK(int8_seconds < 1.0);
+  CHECK(fp16_seconds < 1.0);
+
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const DecodeResult serial = emulate_decode_int8(pd.shape, pd.q, pd.int8, pd.plan, splits);
+  omp_set_num_threads(threads);
+  CHECK(serial.o == a.o);
+  CHECK(serial.lse == a.lse);
+}
+
+TEST_CASE("decode emulator rejects plans, caches and splits of another shape", "[decode]") {
+  const DecodeProblem p =
+      make_problem(4, 2, 64, {100, 70}, {4, 2}, LayoutKind::one, 1.0, InputKind::gaussian, 9);
+  const PreparedDecode& pd = p.pd;
+  const DecodeSplitPlan splits = make_decode_split_plan(pd.shape, 132);
+  DecodeShape longer = pd.shape;
+  longer.cache_len = {101, 70};
+  CHECK_THROWS_AS(emulate_decode_int8(longer, pd.q, pd.int8, pd.plan, splits), std::invalid_argument);
+  CHECK_THROWS_AS(emulate_decode_fp16(longer, pd.q, pd.fp16, splits), std::invalid_argument);
+  RoutingRequest request;
+  const RoutingPlan prefill_plan = make_plan(pd.shape.attention_shape(), request);  // 128 x 64 tiles
+  CHECK_THROWS_AS(emulate_decode_int8(pd.shape, pd.q, pd.int8, prefill_plan, splits), std::invalid_argument);
+  DecodeShape three_tiles = pd.shape;
+  three_tiles.cache_len = {129, 70};
+  CHECK_THROWS_AS(emulate_decode_int8(pd.shape, pd.q, pd.int8, pd.plan, uniform_splits(three_tiles, 1)),
+                  std::invalid_argument);
+  DecodeSplitPlan short_splits = uniform_splits(pd.shape, 1);
+  short_splits.tiles_per_split = 2;  // two splits per sequence of 2 tiles: the second one is empty
+  CHECK_THROWS_AS(emulate_decode_fp16(pd.shape, pd.q, pd.fp16, short_splits), std::invalid_argument);
+  CHECK_THROWS_AS(emulate_decode_fp16(pd.shape, std::vector<uint16_t>(3), pd.fp16, splits), std::invalid_argument);
+}
