@@ -4,7 +4,8 @@
 #                                   libraries the GPU machine may lack into .device-bin/
 #   scripts/device_batch.sh run [STEP...]   (on the GPU machine, from the repository root) runs
 #                                   the steps and leaves logs and JSON in $OUT (default out/)
-# Steps: info gpu-tests check sanitizer bench (default: all but bench).
+# Steps: info gpu-tests check sanitizer bench (default: all but bench). CHECK_CONFIGS and
+# BENCH_CONFIGS name the configs (configs/check/NAME.json, configs/bench/NAME.json) to run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stage_dir=.device-bin
@@ -33,9 +34,11 @@ run_steps() {
       gpu-tests)
         "$stage_dir"/tilemix_gpu_tests 2>&1 | tee "$out"/gpu-tests.log | tail -25 ;;
       check)
-        "$stage_dir"/tilemix-check --config configs/check/gpu.json --device gpu --json "$out"/check.json \
-          > "$out"/check.log 2>&1 || true
-        tail -4 "$out"/check.log; grep -E "FAIL" "$out"/check.log | head -20 || true ;;
+        for name in ${CHECK_CONFIGS:-gpu}; do
+          "$stage_dir"/tilemix-check --config configs/check/"$name".json --device gpu --fresh-inputs \
+            --json "$out"/check-"$name".json > "$out"/check-"$name".log 2>&1 || true
+          tail -1 "$out"/check-"$name".log; grep -E "FAIL" "$out"/check-"$name".log | head -20 || true
+        done ;;
       sanitizer)
         : > "$out"/sanitizer.log
         for tool in memcheck racecheck initcheck; do
@@ -47,8 +50,11 @@ run_steps() {
         done
         grep -E "SUMMARY|passed," "$out"/sanitizer.log ;;
       bench)
-        "$stage_dir"/tilemix-bench --config "${BENCH_CONFIG:-configs/bench/quick.json}" --device gpu \
-          --out "$out"/bench.json 2>"$out"/bench.err | tee "$out"/bench.txt ;;
+        for name in ${BENCH_CONFIGS:-quick}; do
+          "$stage_dir"/tilemix-bench --config configs/bench/"$name".json --device gpu --format md \
+            --out "$out"/bench-"$name".json > "$out"/bench-"$name".md 2>"$out"/bench-"$name".err
+          echo "$name: exit $?"; tail -2 "$out"/bench-"$name".err
+        done ;;
       *) echo "unknown step $step" >&2; exit 2 ;;
     esac
   done
