@@ -8,6 +8,7 @@
 #include <fmt/core.h>
 
 #include "apps/bench/cpu_run.hpp"
+#include "apps/bench/decode_run.hpp"
 #include "apps/bench/gpu_run.hpp"
 #include "apps/bench/plan_command.hpp"
 #include "apps/common/app_main.hpp"
@@ -24,6 +25,8 @@ namespace {
 void print_list() {
   fmt::print("methods:\n");
   for (const auto& m : known_methods()) fmt::print("  {}\n", m);
+  fmt::print("decode methods (cases with \"kind\": \"decode\"):\n");
+  for (const auto& m : app::decode_methods()) fmt::print("  {}\n", m);
   fmt::print("layouts:\n");
   for (LayoutKind k : all_layouts()) fmt::print("  {:<13} {}\n", to_string(k), layout_description(k));
   fmt::print("devices:\n");
@@ -138,15 +141,30 @@ int main(int argc, char** argv) {
       write_text_file(out_path, app::render(table, ext == "md" ? "md" : ext == "csv" ? "csv" : "json", provenance));
     };
 
+    const auto decode_cases = std::count_if(config.cases.begin(), config.cases.end(),
+                                            [](const CaseSpec& c) { return c.decode.has_value(); });
+    const bool decode = decode_cases > 0;
+    if (decode && decode_cases != static_cast<std::ptrdiff_t>(config.cases.size())) {
+      throw InputError(prov.config_path, "mixes decode and prefill cases; give each kind its own config");
+    }
     ResultTable table;
     if (where.gpu) {
       app::install_interrupt_handler();
-      table = app::gpu_bench_table();
-          if (!dump_dir.empty()) throw InputError("--dump", "writes emulator cases; use it with --device cpu");
-      const app::GpuBenchOptions options{deviation, reference};
-      app::run_gpu_bench(config, app::parse_devices(devices_arg, where.index), options, table,
-                         [&] { write_out(table); }, app::interrupted);
+      if (!dump_dir.empty()) throw InputError("--dump", "writes emulator cases; use it with --device cpu");
+      const std::vector<int> devices = app::parse_devices(devices_arg, where.index);
+      if (decode) {
+        if (deviation || reference) throw InputError("--deviation/--reference", "are prefill options");
+        table = app::decode_bench_table();
+        app::run_decode_bench(config, devices, table, [&] { write_out(table); }, app::interrupted);
+      } else {
+        table = app::gpu_bench_table();
+        const app::GpuBenchOptions options{deviation, reference};
+        app::run_gpu_bench(config, devices, options, table, [&] { write_out(table); }, app::interrupted);
+      }
       if (app::interrupted()) fmt::print(stderr, "tilemix-bench: interrupted; the finished rows are kept\n");
+    } else if (decode) {
+      throw InputError("--device", "decode sweeps time the GPU kernels and need a GPU (tilemix-check runs decode "
+                                   "cases on the CPU emulator)");
     } else {
       fmt::print(stderr, "tilemix-bench: CPU emulator run of '{}' ({} cases); times are CPU wall time, not GPU\n",
                  config.name, config.cases.size());

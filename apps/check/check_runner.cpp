@@ -6,6 +6,7 @@
 #include <random>
 
 #include "apps/check/decode_checks.hpp"
+#include "apps/common/decode_gpu.hpp"
 #include "apps/common/gpu_problem.hpp"
 #include "apps/common/prepared_case.hpp"
 #include "core/error.hpp"
@@ -112,9 +113,16 @@ CheckRun run_checks(const ExperimentConfig& config, const DeviceChoice& device, 
     bool ok = true;
     if (spec.decode) {
       const int sm_count = device.gpu ? gpu::device_info(device.index).sm_count : kCpuSmCount;
-      // Kernel rows of a decode case use check.prepared and check.splits and compare through
-      // add_decode_row with check.emulator_o and check.reference.o.
-      [[maybe_unused]] const DecodeCheck check = run_decode_check(spec, sm_count, run.table, ok);
+      const DecodeCheck check = run_decode_check(spec, sm_count, run.table, ok);
+      if (device.gpu) {
+        // Outputs and the split workspace are poisoned (NaN) before the launch.
+        DecodeGpu decode(check.prepared, check.splits);
+        const std::vector<double> gpu_o = half_to_double(decode.run(spec.decode->cache).o);
+        add_decode_row(run.table, spec, check, "gpu~emulator", deviation(gpu_o, check.emulator_o),
+                       require_tolerance(spec, spec.tolerance.gpu_vs_emulator, "gpu_vs_emulator"), ok);
+        add_decode_row(run.table, spec, check, "gpu~reference", deviation(gpu_o, check.reference.o),
+                       require_tolerance(spec, spec.tolerance.gpu_vs_reference, "gpu_vs_reference"), ok);
+      }
     } else {
       check_prefill_case(spec, device, run.table, ok);
     }

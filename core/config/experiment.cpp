@@ -745,7 +745,7 @@ std::vector<std::string> axis_keys(const json& j) {
 }  // namespace
 
 const std::vector<std::string>& known_methods() {
-  static const std::vector<std::string> methods = {"tilemix", "flash_fp16", "torch_like", "cudnn_fp16", "cudnn_fp8"};
+  static const std::vector<std::string> methods = {"tilemix", "flash_fp16", "torch_like", "cudnn_fp16", "cudnn_fp8", "fp16_cache"};
   return methods;
 }
 

@@ -1,0 +1,320 @@
+#include "apps/bench/decode_run.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "apps/common/decode_gpu.hpp"
+#include "core/decode/decode_case.hpp"
+#include "core/error.hpp"
+#include "core/inputs/inputs.hpp"
+#include "core/problem.hpp"
+#include "tilemix/decode.hpp"
+#include "tilemix/device_buffer.hpp"
+#include "tilemix/gpu.hpp"
+#include "tilemix/timing.hpp"
+
+namespace tilemix::app {
+namespace {
+
+// Bytes per copy of the device-to-device reference (2 GiB read and 2 GiB written): far past L2.
+constexpr size_t kCopyBytes = size_t{2} << 30;
+// The context is appended in chunks of at most this many tokens per sequence (whole cache blocks),
+// so the FP16 source of a chunk stays small next to caches of many GiB.
+constexpr int64_t kChunkTokens = 8192;
+
+// Timing and cache contents do not depend on the values: Q, K and V are seeded N(0, 1) draws, Q
+// on the host, K and V on the device. The key groups the cases that share caches.
+std::string shape_key(const CaseSpec& spec) {
+  const DecodeShape& s = spec.decode->shape;
+  std::string key = fmt::format("{}/{}/{}/{}|", s.hq, s.hk, s.d, spec.input.seed);
+  for (size_t b = 0; b < s.cache_len.size(); ++b) key += fmt::format("{}:{},", s.cache_len[b], s.new_tokens[b]);
+  return key;
+}
+
+int64_t uniform_or_minus_one(const std::vector<int64_t>& v) {
+  return std::all_of(v.begin(), v.end(), [&](int64_t x) { return x == v.front(); }) ? v.front() : -1;
+}
+
+gpu::TimingOptions timing_options(const TimingSpec& t) {
+  gpu::TimingOptions o;
+  o.warmup = t.warmup;
+  o.min_reps = t.min_reps;
+  o.max_reps = t.max_reps;
+  o.max_seconds = t.max_seconds;
+  o.noise = t.noise;
+  o.flush_l2 = t.flush_l2;
+  return o;
+}
+
+double gib(int64_t bytes) { return static_cast<double>(bytes) / double(1ull << 30); }
+
+// A shape's problem on one device: both caches filled by GPU appends, the new tokens' append kept
+// for timing (its buffers and lengths stay valid), the decode runner.
+struct DeviceProblem {
+  gpu::DeviceBuffer k_new, v_new;
+  std::unique_ptr<GpuAppend> append_new;
+  std::unique_ptr<DecodeGpu> decode;
+};
+
+std::unique_ptr<DeviceProblem> build_problem(const CaseSpec& spec, int sm_count) {
+  const DecodeShape& shape = spec.decode->shape;
+  const int64_t row = static_cast<int64_t>(shape.hk) * shape.d;
+  auto problem = std::make_unique<DeviceProblem>();
+  GpuKvCaches caches(make_cache_layout(shape.hk, shape.d, shape.cache_len));
+  const uint64_t seed = spec.input.seed * 0x9e3779b97f4a7c15ull;
+
+  // The context, in chunks of whole blocks.
+  std::vector<int64_t> context(shape.cache_len.size());
+  for (size_t b = 0; b < context.size(); ++b) context[b] = shape.cache_len[b] - shape.new_tokens[b];
+  for (uint64_t chunk = 1;; ++chunk) {
+    std::vector<int64_t> counts(context.size());
+    int64_t total = 0;
+    for (size_t b = 0; b < counts.size(); ++b) {
+      counts[b] = std::min(kChunkTokens, context[b] - caches.layout().length[b]);
+      total += counts[b];
+    }
+    if (total == 0) break;
+    gpu::DeviceBuffer k(static_cast<size_t>(total * row) * sizeof(uint16_t), "context K chunk");
+    gpu::DeviceBuffer v(static_cast<size_t>(total * row) * sizeof(uint16_t), "context V chunk");
+    gpu::fill_random_fp16(k.data(), total * row, seed + 2 * chunk, 1.0f, nullptr);
+    gpu::fill_random_fp16(v.data(), total * row, seed + 2 * chunk + 1, 1.0f, nullptr);
+    caches.append(GpuAppend(caches, counts, k.data(), v.data()));
+  }
+
+  // The new tokens: appended once here, timed later with the same lengths.
+  const int64_t total_new = shape.total_new();
+  problem->k_new = gpu::DeviceBuffer(static_cast<size_t>(total_new * row) * sizeof(uint16_t), "new K");
+  problem->v_new = gpu::DeviceBuffer(static_cast<size_t>(total_new * row) * sizeof(uint16_t), "new V");
+  gpu::fill_random_fp16(problem->k_new.data(), total_new * row, seed - 1, 1.0f, nullptr);
+  gpu::fill_random_fp16(problem->v_new.data(), total_new * row, seed - 2, 1.0f, nullptr);
+  problem->append_new =
+      std::make_unique<GpuAppend>(caches, shape.new_tokens, problem->k_new.data(), problem->v_new.data());
+  caches.append(*problem->append_new);
+
+  InputSpec q_spec;
+  q_spec.seed = spec.input.seed;
+  AttentionShape q_shape = shape.attention_shape();
+  q_shape.cu_seqlens_k = q_shape.cu_seqlens_q;  // only Q is drawn here
+  const std::vector<uint16_t> q = make_inputs(q_shape, q_spec, spec.where + ".input").q;
+  problem->decode =
+      std::make_unique<DecodeGpu>(shape, q, std::move(caches), make_decode_split_plan(shape, sm_count));
+  return problem;
+}
+
+// Device bytes a shape needs: both caches, the largest context chunk, queries and outputs.
+int64_t bytes_needed(const DecodeShape& shape) {
+  const int64_t row = static_cast<int64_t>(shape.hk) * shape.d;
+  int64_t tokens = 0, blocks = 0, chunk = 0;
+  for (size_t b = 0; b < shape.cache_len.size(); ++b) {
+    const int64_t capacity = (shape.cache_len[b] + kCacheBlock - 1) / kCacheBlock * kCacheBlock;
+    tokens += capacity;
+    blocks += capacity / kCacheBlock;
+    chunk += std::min(kChunkTokens, shape.cache_len[b]);
+  }
+  const int64_t caches = tokens * row * 2 * (1 + 2) + blocks * shape.hk * 2 * 4;
+  return caches + chunk * row * 2 * 2 + shape.total_new() * shape.hq * shape.d * 2 * 3;
+}
+
+struct MethodRun {
+  std::optional<gpu::TimingResult> decode, append;
+  std::string status = "ok";
+  int64_t resident_bytes = 0, bytes_moved = 0;
+};
+
+using RowSink = std::function<void(std::vector<Cell>)>;
+
+// The config's methods that run decode cases (all of them when the config names none).
+std::vector<std::string> selected_methods(const ExperimentConfig& config) {
+  std::vector<std::string> methods;
+  for (const std::string& m : decode_methods()) {
+    if (config.methods.empty() || std::find(config.methods.begin(), config.methods.end(), m) != config.methods.end()) {
+      methods.push_back(m);
+    }
+  }
+  if (methods.empty()) {
+    throw InputError(config.path.empty() ? "methods" : config.path + ": methods",
+                     "none of the listed methods runs decode cases (decode methods: fp16_cache, tilemix)");
+  }
+  return methods;
+}
+
+void run_groups(const ExperimentConfig& config, const std::vector<const std::vector<const CaseSpec*>*>& groups,
+                int device_index, std::atomic<int>& cases_done, const RowSink& emit,
+                const std::function<bool()>& stop) {
+  const std::vector<std::string> methods = selected_methods(config);
+  gpu::select_device(device_index);
+  const gpu::DeviceInfo device = gpu::device_info(device_index);
+  const gpu::TimingOptions timing = timing_options(config.timing);
+  fmt::print(stderr, "gpu {}: measuring the device-to-device copy bandwidth ({} GiB)\n", device_index,
+             gib(static_cast<int64_t>(kCopyBytes)));
+  const double copy_gbps = gpu::measure_copy_bandwidth_gbps(kCopyBytes);
+
+  for (const auto* group : groups) {
+    if (stop()) return;
+    const CaseSpec& first = *group->front();
+    const DecodeShape& shape = first.decode->shape;
+    std::unique_ptr<DeviceProblem> problem;
+    std::string skipped;
+    const int64_t needed = bytes_needed(shape);
+    if (needed > device.global_mem_bytes * 9 / 10) {
+      skipped = fmt::format("skipped (needs {:.1f} GiB of {:.1f})", gib(needed), gib(device.global_mem_bytes));
+    } else {
+      problem = build_problem(first, device.sm_count);
+    }
+    std::optional<MethodRun> fp16_run;  // the baseline of this shape, for every case's speedup
+    for (const CaseSpec* spec_ptr : *group) {
+      const CaseSpec& spec = *spec_ptr;
+      const int index = ++cases_done;
+      RoutingPlan plan;
+      if (problem) {
+        plan = make_plan(shape.attention_shape(), spec.routing, spec.where);
+        problem->decode->set_routing(plan, plan.words);
+      }
+      for (const std::string& method : methods) {
+        if (stop()) return;
+        const bool baseline = method == "fp16_cache";
+        // The baseline does not depend on the routing: one row per shape.
+        if (baseline && fp16_run) continue;
+        const CacheKind kind = baseline ? CacheKind::fp16 : CacheKind::int8;
+        fmt::print(stderr, "[{}/{}] gpu {}: {} {}\n", index, config.cases.size(), device_index, spec.name, method);
+        MethodRun run;
+        if (problem) {
+          DecodeGpu& decode = *problem->decode;
+          run.decode = gpu::time_launches([&](int) { decode.launch(kind); }, timing);
+          run.append = gpu::time_launches([&](int) { problem->append_new->launch(kind); }, timing);
+          run.resident_bytes = decode.resident_bytes(kind);
+          run.bytes_moved = decode.bytes_moved(kind);
+          for (const auto& t : {run.decode, run.append}) {
+            if (t->throttled) {
+              fmt::print(stderr, "tilemix-bench: warning: {} {}: {}\n", spec.name, method, t->clock_note);
+            }
+          }
+        } else {
+          run.status = skipped;
+        }
+        if (baseline) fp16_run = run;
+
+        Cell median, min_ms, max_ms, rel_std, reps, gbps, pct, speedup, append_ms, resident, clock, splits;
+        if (run.decode) {
+          const gpu::TimingResult& t = *run.decode;
+          median = t.median_ms;
+          min_ms = t.min_ms;
+          max_ms = t.max_ms;
+          rel_std = t.rel_std;
+          reps = static_cast<int64_t>(t.ms.size());
+          const double achieved = static_cast<double>(run.bytes_moved) / (t.median_ms * 1e-3) / 1e9;
+          gbps = achieved;
+          pct = 100.0 * achieved / copy_gbps;
+          if (fp16_run && fp16_run->decode) speedup = fp16_run->decode->median_ms / t.median_ms;
+          append_ms = run.append->median_ms;
+          resident = static_cast<double>(run.resident_bytes) / double(1 << 20);
+          clock = static_cast<int64_t>(t.sm_clock_end_mhz);
+          splits = problem->decode->splits().total_splits();
+        }
+        std::string params_text;
+        for (const auto& tpl : plan.templates) {
+          params_text += (params_text.empty() ? "" : "; ") + tpl.params.to_string();
+        }
+        const bool routed = !baseline;
+        emit({spec.name, method, std::string(baseline ? "fp16" : "int8"),
+              routed ? Cell{std::string(to_string(spec.routing.layout))} : Cell{},
+              routed ? Cell{spec.routing.ratio} : Cell{}, routed && problem ? Cell{plan.coverage.groups()} : Cell{},
+              routed && problem ? Cell{params_text} : Cell{}, int64_t{shape.batch()}, int64_t{shape.hq},
+              int64_t{shape.hk}, int64_t{shape.d}, uniform_or_minus_one(shape.cache_len),
+              uniform_or_minus_one(shape.new_tokens), splits, median, min_ms, max_ms, rel_std, reps, gbps, copy_gbps,
+              pct, speedup, append_ms, resident, clock, int64_t{device_index}, run.status});
+      }
+    }
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& decode_methods() {
+  static const std::vector<std::string> methods = {"fp16_cache", "tilemix"};
+  return methods;
+}
+
+ResultTable decode_bench_table() {
+  ResultTable t;
+  t.columns = {{"case", "case"},
+               {"method", "method"},
+               {"cache_dtype", "cache"},
+               {"layout", "layout"},
+               {"ratio", "ratio", 3},
+               {"coverage", "cov.groups", 3},
+               {"params", "params"},
+               {"batch", "B"},
+               {"hq", "Hq"},
+               {"hk", "Hk"},
+               {"d", "d"},
+               {"cache_len", "L"},
+               {"new_tokens", "new"},
+               {"splits", "splits"},
+               {"median_ms", "median ms", 4},
+               {"min_ms", "min ms", 4},
+               {"max_ms", "max ms", 4},
+               {"rel_std", "rel.std", 2},
+               {"reps", "reps"},
+               {"gbps", "GB/s", 4},
+               {"copy_gbps", "copy GB/s", 4},
+               {"pct_of_copy", "% copy", 3},
+               {"speedup_vs_fp16_cache", "x fp16 cache", 3},
+               {"append_ms", "append ms", 4},
+               {"resident_mib", "HBM MiB", 4},
+               {"sm_clock_mhz", "SM MHz"},
+               {"gpu", "gpu"},
+               {"status", "status"}};
+  return t;
+}
+
+void run_decode_bench(const ExperimentConfig& config, const std::vector<int>& devices, ResultTable& table,
+                      const std::function<void()>& on_row, const std::function<bool()>& stop) {
+  selected_methods(config);  // a bad method list fails before any GPU work
+  // Cases grouped by shape (first-appearance order): a group's caches are built once.
+  std::vector<std::string> keys;
+  std::map<std::string, std::vector<const CaseSpec*>> by_key;
+  for (const CaseSpec& spec : config.cases) {
+    const std::string key = shape_key(spec);
+    if (!by_key.count(key)) keys.push_back(key);
+    by_key[key].push_back(&spec);
+  }
+  std::vector<std::vector<const CaseSpec*>> groups;
+  for (const auto& key : keys) groups.push_back(by_key[key]);
+
+  std::mutex table_mutex;
+  const RowSink emit = [&](std::vector<Cell> row) {
+    const std::lock_guard<std::mutex> lock(table_mutex);
+    table.add_row(std::move(row));
+    on_row();
+  };
+  std::atomic<int> cases_done{0};
+  std::vector<std::thread> workers;
+  std::vector<std::exception_ptr> errors(devices.size());
+  for (size_t i = 0; i < devices.size(); ++i) {
+    std::vector<const std::vector<const CaseSpec*>*> share;
+    for (size_t g = i; g < groups.size(); g += devices.size()) share.push_back(&groups[g]);
+    workers.emplace_back([&, i, share] {
+      try {
+        run_groups(config, share, devices[i], cases_done, emit, stop);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+}  // namespace tilemix::app

@@ -1,0 +1,97 @@
+// Combine of the split partial states (reference/decode_emulator.hpp), one warp per (new token,
+// query head) of a sequence with more than one split, splits in ascending order:
+//   M = max m_s (-inf splits skipped); w_s = exp2(m_s - M); L = sum w_s l_s;
+//   o = fp16(sum w_s O_s / L); lse = (M + log2 L) * ln 2.
+// Single-split sequences were written by the decode kernel itself (w = 1 makes that identical).
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <string>
+
+#include "core/decode/decode_shape.hpp"
+#include "kernels/common/check.cuh"
+#include "kernels/decode/decode_params.cuh"
+#include "kernels/decode/fragments.cuh"
+#include "kernels/decode/launch.hpp"
+#include "kernels/prefill/softmax.cuh"
+
+namespace tilemix::gpu {
+namespace {
+
+constexpr int kCombineWarps = 4;
+
+template <int kDim>
+__global__ void __launch_bounds__(32 * kCombineWarps)
+    decode_combine_kernel(const __grid_constant__ DecodeKernelParams p) {
+  constexpr int kPerLane = kDim / 32;  // channels of a lane: one 16- or 8-byte load per split
+  constexpr float kLn2 = 0.69314718055994530942f;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kCombineWarps + (threadIdx.x >> 5);
+  if (row >= p.total_new * p.hq) return;
+  const int lane = threadIdx.x & 31;
+  const int64_t token = row / p.hq;
+  const int h = static_cast<int>(row % p.hq);
+  const int b = find_sequence(p.cu_new, p.batch, token);
+  const int64_t first = p.split_offset[b], last = p.split_offset[b + 1];
+  if (last - first == 1) return;
+  const int64_t i = token - p.cu_new[b];
+  const auto ws_row = [&](int64_t s) { return (s * p.hq + h) * kMaxDecodeTokens + i; };
+
+  float m = -INFINITY;
+  for (int64_t s = first; s < last; ++s) m = fmaxf(m, p.ws_ml[ws_row(s)].x);
+  __half* out = p.o + (token * p.hq + h) * kDim + lane * kPerLane;
+  float acc[kPerLane];
+#pragma unroll
+  for (int c = 0; c < kPerLane; ++c) acc[c] = 0.0f;
+  float l = 0.0f;
+  if (m != -INFINITY) {
+    for (int64_t s = first; s < last; ++s) {
+      const float2 ml = p.ws_ml[ws_row(s)];
+      if (ml.x == -INFINITY) continue;
+      const float w = exp2_approx(__fsub_rn(ml.x, m));
+      l = __fadd_rn(l, __fmul_rn(w, ml.y));
+      const float* o = p.ws_o + ws_row(s) * kDim + lane * kPerLane;
+      float x[kPerLane];
+      if constexpr (kPerLane == 4) {
+        const float4 v = *reinterpret_cast<const float4*>(o);
+        x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+      } else {
+        const float2 v = *reinterpret_cast<const float2*>(o);
+        x[0] = v.x, x[1] = v.y;
+      }
+#pragma unroll
+      for (int c = 0; c < kPerLane; ++c) acc[c] = __fadd_rn(acc[c], __fmul_rn(w, x[c]));
+    }
+  }
+  // No legal key (unreachable in decode, where every row sees key 0): o = 0, lse = -inf.
+  uint32_t packed[kPerLane / 2];
+#pragma unroll
+  for (int c = 0; c < kPerLane / 2; ++c) {
+    packed[c] = l == 0.0f ? 0u : pack_half2(__fdiv_rn(acc[2 * c], l), __fdiv_rn(acc[2 * c + 1], l));
+  }
+  if constexpr (kPerLane == 4) {
+    *reinterpret_cast<uint2*>(out) = make_uint2(packed[0], packed[1]);
+  } else {
+    *reinterpret_cast<uint32_t*>(out) = packed[0];
+  }
+  if (lane == 0 && p.lse != nullptr) {
+    p.lse[static_cast<int64_t>(h) * p.total_new + token] =
+        l == 0.0f ? -INFINITY : __fmul_rn(__fadd_rn(m, log2f(l)), kLn2);
+  }
+}
+
+}  // namespace
+
+void launch_decode_combine(const DecodeKernelParams& p, int d, void* stream, const std::string& context) {
+  const int64_t rows = p.total_new * p.hq;
+  const dim3 grid(static_cast<unsigned>((rows + kCombineWarps - 1) / kCombineWarps));
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (d == 64) {
+    decode_combine_kernel<64><<<grid, 32 * kCombineWarps, 0, s>>>(p);
+  } else {
+    decode_combine_kernel<128><<<grid, 32 * kCombineWarps, 0, s>>>(p);
+  }
+  TILEMIX_LAUNCH_CHECK("decode_combine_kernel", context + " grid=" + std::to_string(grid.x));
+}
+
+}  // namespace tilemix::gpu

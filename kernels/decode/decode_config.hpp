@@ -1,0 +1,77 @@
+#pragma once
+// Named compile-time configurations of the split-K decode kernel (plain C++: the dispatcher
+// reads them too). Every size carries the reason it was chosen; docs/decode.md has the numbers.
+//
+// The MMAs run "transposed": keys (and for P V, channels) are the 16 rows of an m16n8 MMA and the
+// query rows of the CTA (query heads x new tokens) are its 8 columns. Decode has few query rows
+// (4 for GQA 4 and one new token), so padding them to 8 instead of 16 halves the MMAs, and the
+// K and V fragments, which are what streams, come straight from shared memory as A operands.
+#include <algorithm>
+
+#include "core/quant.hpp"
+
+namespace tilemix::gpu {
+
+// Keys per tile = BLKK: an INT8 key tile is one scale block (one K and one V scale per tile).
+inline constexpr int kDecodeBlockN = 64;
+static_assert(kDecodeBlockN == kBlockK, "a decode key tile is one cache scale block");
+// Query rows of one CTA at most; more query heads x new tokens are split over CTAs (head chunks).
+inline constexpr int kDecodeMaxRows = 128;
+
+enum class DecodeCache { int8, fp16 };
+
+// Row configurations: the CTA's query rows rounded up to one of these.
+inline int decode_row_config(int rows) {
+  for (int r : {8, 16, 32, 64}) {
+    if (rows <= r) return r;
+  }
+  return kDecodeMaxRows;
+}
+
+template <int kHeadDim_, int kRows_, DecodeCache kCache_>
+struct DecodeConfig {
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kRows = kRows_;
+  static constexpr DecodeCache kCache = kCache_;
+  static constexpr bool kInt8 = kCache == DecodeCache::int8;
+  static constexpr int kBlockN = kDecodeBlockN;
+
+  // A warp owns 8 or 16 query rows (one or two n8 fragments) and a slice of the keys of each
+  // tile. Few rows: the four warps split the keys (each K/V byte is read from shared memory by
+  // one warp) and meet once per tile to agree on the row maxima. Many rows: warps split the rows
+  // and each reads the whole tile (64 rows x 128 channels of O per warp would not fit registers).
+  static constexpr int kQueryFrags = kRows <= 8 ? 1 : 2;
+  static constexpr int kQueryWarps = kRows / (8 * kQueryFrags);
+  static constexpr int kKeyWarps = kQueryWarps >= 4 ? 1 : 4 / kQueryWarps;
+  static constexpr int kWarps = kQueryWarps * kKeyWarps;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kWarpRows = 8 * kQueryFrags;
+  static constexpr int kWarpKeys = kBlockN / kKeyWarps;
+  static constexpr int kKeySlices = kWarpKeys / 16;  // m16 key slices of a warp per tile
+  static constexpr int kDimSlices = kHeadDim / 16;   // m16 channel slices of O^T
+
+  // Stage = K and V of one tile (INT8: 16 KB at d = 128, FP16: 32 KB). Stages are sized so that
+  // a CTA keeps 48 KB (INT8) or 64 KB (FP16) of cache loads in flight while it computes one tile:
+  // with two CTAs per SM that is 96-128 KB per SM, against about 36 KB that 4.8 TB/s over 132
+  // SMs needs at a microsecond of latency.
+  static constexpr int kElemBytes = kInt8 ? 1 : 2;
+  static constexpr int kTileRowBytes = kHeadDim * kElemBytes;
+  static constexpr int kTileBytes = kBlockN * kTileRowBytes;
+  static constexpr int kStageBytes = 2 * kTileBytes;
+  static constexpr int kStages = (kInt8 ? 64 * 1024 : 96 * 1024) / kStageBytes;
+
+  // CTAs per SM the launch bounds ask for. Shared memory fits three INT8 CTAs (66 KB each) or
+  // two FP16 ones (99 KB). Registers: O^T is kDimSlices * kQueryFrags * 4 floats (64 at d = 128
+  // with 16 rows per warp), Q d / 8 words per query fragment (and d / 16 of codes for INT8), S
+  // kKeySlices * kQueryFrags * 4. Up to 16 rows, three INT8 CTAs fit their registers (168 per
+  // thread) without spills; with 32 or 64 rows per CTA (64 keys per warp) they would spill, so
+  // two. docs/decode.md lists registers and shared memory per instance.
+  static constexpr int kMinBlocksPerSm = kWarps == 8 ? 1 : (kInt8 && kRows <= 16 ? 3 : 2);
+
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "unsupported head dimension");
+  static_assert(kRows == kQueryWarps * kWarpRows && kWarps <= 8, "rows split into whole warps");
+  static_assert(kWarpKeys % 16 == 0, "a warp owns whole m16 key slices");
+  static_assert(kStages >= 3, "at least two tiles in flight");
+};
+
+}  // namespace tilemix::gpu

@@ -1,0 +1,47 @@
+#pragma once
+// Register-level helpers of the decode kernel: INT8 codes to FP16 on chip, the fragment transpose
+// that turns P into an MMA B operand, and the 4-byte cp.async that brings a tile's scales along.
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace tilemix::gpu {
+
+// The four codes of `codes` (signed bytes) with 128 added: the unsigned byte of each is then
+// code + 128. One XOR serves the two conversions below.
+__device__ __forceinline__ uint32_t bias_codes(uint32_t codes) { return codes ^ 0x80808080u; }
+
+// Byte selectors for codes_to_half2: {byte 0, byte 1} and so on.
+inline constexpr uint32_t kBytes01 = 0x4140u;
+inline constexpr uint32_t kBytes23 = 0x4342u;
+inline constexpr uint32_t kBytes02 = 0x4240u;
+inline constexpr uint32_t kBytes13 = 0x4341u;
+
+// Two codes of a biased word as a half2 (the lower selected byte in the low half), exactly: each
+// byte becomes the mantissa of 1024 + (code + 128), where FP16 steps by 1, and subtracting 1152
+// leaves the code. Two instructions per pair, no integer-to-float conversion.
+__device__ __forceinline__ uint32_t codes_to_half2(uint32_t biased, uint32_t selector) {
+  const uint32_t h = __byte_perm(biased, 0x64646464u, selector);
+  const __half2 r = __hsub2(*reinterpret_cast<const __half2*>(&h), __half2half2(__ushort_as_half(0x6480)));
+  return *reinterpret_cast<const uint32_t*>(&r);
+}
+
+// Transposes an 8x8 matrix of 16-bit elements held as an m8n8 fragment (thread t: row t/4,
+// columns 2(t%4) and 2(t%4)+1) into the fragment of its transpose.
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// 4-byte global -> shared asynchronous copy (the .ca form: 4 bytes may not bypass L1).
+__device__ __forceinline__ void cp_async_4(uint32_t smem_addr, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr), "l"(gmem) : "memory");
+}
+
+}  // namespace tilemix::gpu

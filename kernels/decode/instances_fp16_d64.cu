@@ -1,0 +1,17 @@
+// Compiled instances: FP16 cache, head dimension 64, every row configuration.
+#include "kernels/decode/decode_kernel.cuh"
+
+namespace tilemix::gpu {
+
+template void launch_decode<64, 8, DecodeCache::fp16>(const DecodeKernelParams&, int64_t, void*,
+                                                         const std::string&);
+template void launch_decode<64, 16, DecodeCache::fp16>(const DecodeKernelParams&, int64_t, void*,
+                                                         const std::string&);
+template void launch_decode<64, 32, DecodeCache::fp16>(const DecodeKernelParams&, int64_t, void*,
+                                                         const std::string&);
+template void launch_decode<64, 64, DecodeCache::fp16>(const DecodeKernelParams&, int64_t, void*,
+                                                         const std::string&);
+template void launch_decode<64, 128, DecodeCache::fp16>(const DecodeKernelParams&, int64_t, void*,
+                                                         const std::string&);
+
+}  // namespace tilemix::gpu

@@ -1,0 +1,19 @@
+#pragma once
+// The compiled instances of the decode kernels and their launchers. Plain C++ apart from the
+// stream handle; dispatch.cu maps run-time values onto these instances.
+#include <string>
+
+#include "kernels/decode/decode_config.hpp"
+
+namespace tilemix::gpu {
+
+struct DecodeKernelParams;
+
+// One split-K decode launch: grid (total splits, hk * head chunks).
+template <int kHeadDim, int kRows, DecodeCache kCache>
+void launch_decode(const DecodeKernelParams& p, int64_t total_splits, void* stream, const std::string& context);
+
+// The combine of multi-split sequences: one warp per (new token, query head).
+void launch_decode_combine(const DecodeKernelParams& p, int d, void* stream, const std::string& context);
+
+}  // namespace tilemix::gpu

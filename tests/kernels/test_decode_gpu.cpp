@@ -1,0 +1,236 @@
+// The decode kernels against the CPU side: kv_append bit for bit against append_tokens (codes,
+// scales and FP16 tokens, partly filled blocks growing over several appends), and the split-K
+// decode over the INT8 and the FP16 cache tightly against emulate_decode_int8 / _fp16 with the
+// same split plans: cache lengths 1, 63, 64, 65 and 3000, new tokens 1 to 16, GQA 1 to 16 (head
+// chunks past 128 query rows), d 64 and 128, layouts zero, one, band and sptrans; and a flipped
+// routing bit is caught.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "apps/common/decode_gpu.hpp"
+#include "core/config/experiment.hpp"
+#include "core/decode/decode_case.hpp"
+#include "core/problem.hpp"
+#include "reference/decode_emulator.hpp"
+#include "tests/kernels/gpu_checks.hpp"
+#include "tests/reference/attention_fixtures.hpp"
+#include "tilemix/decode.hpp"
+#include "tilemix/device_buffer.hpp"
+#include "tilemix/gpu.hpp"
+
+using namespace tilemix;
+using namespace tilemix::app;
+using namespace tilemix::testing;
+
+namespace {
+
+DecodeShape decode_shape(int hq, int hk, int d, const std::vector<int64_t>& cache_len,
+                         const std::vector<int64_t>& new_tokens) {
+  DecodeShape s;
+  s.hq = hq;
+  s.hk = hk;
+  s.d = d;
+  s.cache_len = cache_len;
+  s.new_tokens = new_tokens;
+  validate_decode(s);
+  return s;
+}
+
+PreparedDecode prepare(const DecodeShape& shape, LayoutKind layout, double ratio, InputKind input, uint64_t seed) {
+  CaseSpec spec;
+  spec.name = "decode";
+  spec.where = "test";
+  spec.shape = shape.attention_shape();
+  spec.routing.layout = layout;
+  spec.routing.ratio = ratio;
+  spec.routing.seed = seed;
+  spec.routing.geometry = kDecodeGeometry;
+  spec.input.kind = input;
+  spec.input.seed = seed;
+  DecodeCaseSpec dc;
+  dc.shape = shape;
+  dc.append_steps = 3;  // partly filled blocks re-quantized on the way
+  spec.decode = dc;
+  return prepare_decode(spec);
+}
+
+// Every sequence cut into splits of exactly `tiles_per_split` key tiles.
+DecodeSplitPlan forced_split_plan(const DecodeShape& shape, int tiles_per_split) {
+  DecodeSplitPlan plan;
+  plan.tiles_per_split = tiles_per_split;
+  std::vector<int64_t> splits;
+  for (int64_t len : shape.cache_len) {
+    const int64_t tiles = (len + kCacheBlock - 1) / kCacheBlock;
+    splits.push_back((tiles + tiles_per_split - 1) / tiles_per_split);
+  }
+  plan.split_offset = prefix_sums(splits);
+  return plan;
+}
+
+DecodeSplitPlan device_split_plan(const DecodeShape& shape) {
+  return make_decode_split_plan(shape, gpu::device_info(0).sm_count);
+}
+
+Agreement agreement(const DecodeOutput& got, const DecodeResult& want) {
+  return compare_outputs(KernelOutput{got.o, got.lse}, EmulatorResult{want.o, want.lse});
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+struct Problem {
+  const char* name;
+  int hq, hk, d;
+  std::vector<int64_t> cache_len, new_tokens;
+  InputKind input;
+};
+
+// Query rows per CTA (query heads x max new tokens): 4 -> 8, 16, 32, 64, 128, and 256 (two head
+// chunks). Cache lengths around one tile, and a long one with many tiles and splits.
+const std::vector<Problem> kProblems = {
+    {"MHA d64 varlen 1/63/64/65/3000", 4, 4, 64, {1, 63, 64, 65, 3000}, {1, 4, 16, 1, 16}, InputKind::gaussian},
+    {"GQA4 d128 varlen, 64 rows", 8, 2, 128, {3000, 65, 1, 64, 63}, {16, 4, 1, 16, 4}, InputKind::llm_like},
+    {"GQA8 d128, 128 rows", 8, 1, 128, {63, 3000, 64}, {4, 16, 16}, InputKind::gaussian},
+    {"GQA4 d128 one new token (LLaMA-8B heads)", 32, 8, 128, {3000, 65, 1}, {1, 1, 1}, InputKind::llm_like},
+    {"GQA8 d64 four new tokens, 32 rows", 16, 2, 64, {65, 3000}, {4, 4}, InputKind::gaussian},
+    {"GQA16 d64 two head chunks", 16, 1, 64, {3000, 64}, {16, 16}, InputKind::llm_like},
+};
+
+}  // namespace
+
+TEST_CASE("kv_append is bit-identical with append_tokens", "[gpu][decode]") {
+  for (int d : {64, 128}) {
+    INFO("d=" << d);
+    const int hk = 2;
+    const std::vector<int64_t> capacity = {1, 63, 64, 65, 300, 130};
+    // Appends that start, fill and grow partial blocks: sequence 1 goes 40 -> 63, sequence 3
+    // 30 -> 65 (its first block grows to 64 and a second opens), sequence 4 crosses several
+    // blocks at once, sequence 5 receives nothing in the second append.
+    const std::vector<std::vector<int64_t>> appends = {
+        {1, 40, 64, 30, 10, 70}, {0, 23, 0, 35, 200, 0}, {0, 0, 0, 0, 90, 60}};
+    const KvCacheLayout layout = make_cache_layout(hk, d, capacity);
+    Int8KvCache cpu8 = make_int8_cache(layout);
+    Fp16KvCache cpu16 = make_fp16_cache(layout);
+    GpuKvCaches gpu(layout);
+    for (size_t step = 0; step < appends.size(); ++step) {
+      INFO("append " << step);
+      const std::vector<int64_t>& counts = appends[step];
+      int64_t total = 0;
+      for (int64_t n : counts) total += n;
+      // Fresh FP16 tokens; the K of sequence 2 is all zero (scale 0, codes 0) in the first append.
+      const AttentionShape s = decode_shape(hk, hk, d, {total}, {1}).attention_shape();
+      AttentionInputs in = seeded_inputs(s, 100 + step + d, step == 1 ? InputKind::llm_like : InputKind::gaussian);
+      if (step == 0) {
+        const int64_t first = counts[0] + counts[1];
+        std::memset(&in.k[static_cast<size_t>(first) * hk * d], 0, counts[2] * hk * d * sizeof(uint16_t));
+      }
+      append_tokens(cpu8, counts, in.k, in.v);
+      append_tokens(cpu16, counts, in.k, in.v);
+      const gpu::DeviceBuffer k_new = gpu::to_device(in.k), v_new = gpu::to_device(in.v);
+      gpu.append(GpuAppend(gpu, counts, k_new.data(), v_new.data()));
+      const Int8KvCache got8 = gpu.download_int8();
+      const Fp16KvCache got16 = gpu.download_fp16();
+      CHECK(gpu.layout().length == cpu8.layout.length);
+      CHECK(got8.k8 == cpu8.k8);
+      CHECK(got8.v8 == cpu8.v8);
+      CHECK(same_bits(got8.k_scale, cpu8.k_scale));
+      CHECK(same_bits(got8.v_scale, cpu8.v_scale));
+      CHECK(got16.k == cpu16.k);
+      CHECK(got16.v == cpu16.v);
+    }
+  }
+}
+
+TEST_CASE("kv_append rejects an append past the capacity", "[gpu][decode]") {
+  GpuKvCaches gpu(make_cache_layout(1, 64, {64}));
+  const gpu::DeviceBuffer k_new(65 * 64 * sizeof(uint16_t)), v_new(65 * 64 * sizeof(uint16_t));
+  CHECK_THROWS_AS(GpuAppend(gpu, {65}, k_new.data(), v_new.data()), std::invalid_argument);
+}
+
+TEST_CASE("decode over the INT8 and FP16 caches matches the emulator", "[gpu][decode]") {
+  struct Route {
+    LayoutKind layout;
+    double ratio;
+  };
+  const std::vector<Route> routes = {
+      {LayoutKind::zero, 0.0}, {LayoutKind::one, 1.0}, {LayoutKind::band, 0.5}, {LayoutKind::sptrans, 0.5}};
+  for (const Problem& pr : kProblems) {
+    SECTION(pr.name) {
+      const DecodeShape shape = decode_shape(pr.hq, pr.hk, pr.d, pr.cache_len, pr.new_tokens);
+      // The device's plan, single-tile splits (many partial states per row) and uneven splits.
+      const std::vector<DecodeSplitPlan> split_plans = {device_split_plan(shape), forced_split_plan(shape, 1),
+                                                        forced_split_plan(shape, 3)};
+      for (const Route& route : routes) {
+        const PreparedDecode pd = prepare(shape, route.layout, route.ratio, pr.input, 17);
+        for (size_t sp = 0; sp < split_plans.size(); ++sp) {
+          // Every route with the device's plan; the forced plans on two routes each keep it short.
+          if (sp > 0 && route.layout != (sp == 1 ? LayoutKind::sptrans : LayoutKind::one)) continue;
+          const DecodeSplitPlan& splits = split_plans[sp];
+          INFO("layout=" << to_string(route.layout) << " coverage=" << pd.plan.coverage.groups()
+                         << " tiles_per_split=" << splits.tiles_per_split
+                         << " splits=" << splits.total_splits());
+          DecodeGpu gpu(pd, splits);
+          const Agreement a = agreement(gpu.run(CacheKind::int8),
+                                        emulate_decode_int8(shape, pd.q, pd.int8, pd.plan, splits));
+          INFO(a.describe());
+          CHECK(tight(a));
+          if (route.layout == LayoutKind::zero) {
+            const Agreement f = agreement(gpu.run(CacheKind::fp16), emulate_decode_fp16(shape, pd.q, pd.fp16, splits));
+            INFO("fp16 cache: " << f.describe());
+            CHECK(tight(f));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("decode honours every routing bit", "[gpu][decode]") {
+  // One 64-token tile per sequence, all INT8; flipping the bit of one (KV head, sequence) moves
+  // that tile to the FP16 score path, which changes every output of its rows by far more than
+  // the tight tolerance.
+  const DecodeShape shape = decode_shape(4, 1, 128, {64}, {4});
+  const PreparedDecode pd = prepare(shape, LayoutKind::one, 1.0, InputKind::gaussian, 5);
+  const DecodeSplitPlan splits = device_split_plan(shape);
+  const DecodeResult original = emulate_decode_int8(shape, pd.q, pd.int8, pd.plan, splits);
+  RoutingPlan flipped = pd.plan;
+  std::vector<uint64_t> words = flipped.words;
+  REQUIRE(words.size() == 1);
+  words[0] ^= 1ull;
+  set_explicit_words(flipped, words, "flipped word");
+
+  DecodeGpu gpu(pd, splits);
+  gpu.set_routing(flipped, flipped.words);
+  const DecodeOutput got = gpu.run(CacheKind::int8);
+  const Agreement against_original = agreement(got, original);
+  INFO("vs the unflipped emulator: " << against_original.describe());
+  CHECK_FALSE(tight(against_original));
+  const Agreement against_flipped = agreement(got, emulate_decode_int8(shape, pd.q, pd.int8, flipped, splits));
+  INFO("vs the flipped emulator: " << against_flipped.describe());
+  CHECK(tight(against_flipped));
+}
+
+TEST_CASE("decode rejects unsupported values by name", "[gpu][decode]") {
+  gpu::DecodeParams p;
+  p.batch = 1;
+  p.hq = p.hk = 1;
+  p.d = 96;
+  p.max_new_tokens = 1;
+  try {
+    gpu::decode_fp16(p, nullptr);
+    FAIL("d=96 accepted");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("unsupported head dimension d=96") != std::string::npos);
+  }
+  p.d = 128;
+  p.max_new_tokens = 17;
+  try {
+    gpu::decode_int8(p, nullptr);
+    FAIL("max_new_tokens=17 accepted");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("unsupported max_new_tokens=17") != std::string::npos);
+  }
+}
