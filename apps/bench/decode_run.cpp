@@ -4,14 +4,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <exception>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 
+#include "apps/bench/sweep.hpp"
 #include "apps/common/decode_gpu.hpp"
 #include "core/decode/decode_case.hpp"
 #include "core/error.hpp"
@@ -42,17 +39,6 @@ std::string shape_key(const CaseSpec& spec) {
 
 int64_t uniform_or_minus_one(const std::vector<int64_t>& v) {
   return std::all_of(v.begin(), v.end(), [&](int64_t x) { return x == v.front(); }) ? v.front() : -1;
-}
-
-gpu::TimingOptions timing_options(const TimingSpec& t) {
-  gpu::TimingOptions o;
-  o.warmup = t.warmup;
-  o.min_reps = t.min_reps;
-  o.max_reps = t.max_reps;
-  o.max_seconds = t.max_seconds;
-  o.noise = t.noise;
-  o.flush_l2 = t.flush_l2;
-  return o;
 }
 
 double gib(int64_t bytes) { return static_cast<double>(bytes) / double(1ull << 30); }
@@ -130,7 +116,6 @@ struct MethodRun {
   int64_t resident_bytes = 0, bytes_moved = 0;
 };
 
-using RowSink = std::function<void(std::vector<Cell>)>;
 
 // The config's methods that run decode cases (all of them when the config names none).
 std::vector<std::string> selected_methods(const ExperimentConfig& config) {
@@ -147,7 +132,7 @@ std::vector<std::string> selected_methods(const ExperimentConfig& config) {
   return methods;
 }
 
-void run_groups(const ExperimentConfig& config, const std::vector<const std::vector<const CaseSpec*>*>& groups,
+void run_groups(const ExperimentConfig& config, const std::vector<const CaseGroup*>& groups,
                 int device_index, std::atomic<int>& cases_done, const RowSink& emit,
                 const std::function<bool()>& stop) {
   const std::vector<std::string> methods = selected_methods(config);
@@ -281,40 +266,12 @@ void run_decode_bench(const ExperimentConfig& config, const std::vector<int>& de
                       const std::function<void()>& on_row, const std::function<bool()>& stop) {
   selected_methods(config);  // a bad method list fails before any GPU work
   // Cases grouped by shape (first-appearance order): a group's caches are built once.
-  std::vector<std::string> keys;
-  std::map<std::string, std::vector<const CaseSpec*>> by_key;
-  for (const CaseSpec& spec : config.cases) {
-    const std::string key = shape_key(spec);
-    if (!by_key.count(key)) keys.push_back(key);
-    by_key[key].push_back(&spec);
-  }
-  std::vector<std::vector<const CaseSpec*>> groups;
-  for (const auto& key : keys) groups.push_back(by_key[key]);
-
-  std::mutex table_mutex;
-  const RowSink emit = [&](std::vector<Cell> row) {
-    const std::lock_guard<std::mutex> lock(table_mutex);
-    table.add_row(std::move(row));
-    on_row();
-  };
+  const auto groups = group_cases(config, shape_key);
   std::atomic<int> cases_done{0};
-  std::vector<std::thread> workers;
-  std::vector<std::exception_ptr> errors(devices.size());
-  for (size_t i = 0; i < devices.size(); ++i) {
-    std::vector<const std::vector<const CaseSpec*>*> share;
-    for (size_t g = i; g < groups.size(); g += devices.size()) share.push_back(&groups[g]);
-    workers.emplace_back([&, i, share] {
-      try {
-        run_groups(config, share, devices[i], cases_done, emit, stop);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    });
-  }
-  for (auto& w : workers) w.join();
-  for (const auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  shard_over_devices(groups, devices, table, on_row,
+                     [&](const std::vector<const CaseGroup*>& share, int device, const RowSink& emit) {
+                       run_groups(config, share, device, cases_done, emit, stop);
+                     });
 }
 
 }  // namespace tilemix::app

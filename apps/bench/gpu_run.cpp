@@ -4,13 +4,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <exception>
-#include <mutex>
-#include <thread>
 #include <map>
 #include <memory>
 #include <optional>
 
+#include "apps/bench/sweep.hpp"
 #include "apps/common/case_columns.hpp"
 #include "apps/common/gpu_problem.hpp"
 #include "apps/common/prepared_case.hpp"
@@ -29,17 +27,6 @@ namespace {
 std::string baseline_key(const CaseSpec& spec, const std::string& method) {
   return method + "|" + shape_summary(spec.shape) + "|" + to_string(spec.numerics.state) + "|" +
          to_string(spec.numerics.accum) + "|" + spec.json.value("input", nlohmann::json::object()).dump();
-}
-
-gpu::TimingOptions timing_options(const TimingSpec& t) {
-  gpu::TimingOptions o;
-  o.warmup = t.warmup;
-  o.min_reps = t.min_reps;
-  o.max_reps = t.max_reps;
-  o.max_seconds = t.max_seconds;
-  o.noise = t.noise;
-  o.flush_l2 = t.flush_l2;
-  return o;
 }
 
 struct MethodRun {
@@ -75,25 +62,8 @@ ResultTable gpu_bench_table() {
 
 namespace {
 
-// Cases grouped by shape and inputs (first-appearance order): a group's inputs are generated and
-// uploaded once, and only the routing plan changes between its cases.
-std::vector<std::vector<const CaseSpec*>> shape_groups(const ExperimentConfig& config) {
-  std::vector<std::string> keys;
-  std::map<std::string, std::vector<const CaseSpec*>> groups;
-  for (const CaseSpec& spec : config.cases) {
-    const std::string key = baseline_key(spec, "");
-    if (!groups.count(key)) keys.push_back(key);
-    groups[key].push_back(&spec);
-  }
-  std::vector<std::vector<const CaseSpec*>> out;
-  for (const auto& key : keys) out.push_back(groups[key]);
-  return out;
-}
-
-using RowSink = std::function<void(std::vector<Cell>)>;
-
 // Runs `groups` on one device, handing every finished row to `emit`.
-void run_groups(const ExperimentConfig& config, const std::vector<const std::vector<const CaseSpec*>*>& groups,
+void run_groups(const ExperimentConfig& config, const std::vector<const CaseGroup*>& groups,
                 int device_index, const GpuBenchOptions& options, std::atomic<int>& cases_done,
                 Progress& progress, const RowSink& emit, const std::function<bool()>& stop) {
   const std::vector<std::string> methods =
@@ -218,34 +188,15 @@ void run_groups(const ExperimentConfig& config, const std::vector<const std::vec
 
 void run_gpu_bench(const ExperimentConfig& config, const std::vector<int>& devices, const GpuBenchOptions& options,
                    ResultTable& table, const std::function<void()>& on_row, const std::function<bool()>& stop) {
-  const auto groups = shape_groups(config);
-  std::mutex table_mutex;
-  const RowSink emit = [&](std::vector<Cell> row) {
-    const std::lock_guard<std::mutex> lock(table_mutex);
-    table.add_row(std::move(row));
-    on_row();
-  };
+  // Groups share shape and inputs: only the routing plan changes between a group's cases.
+  const auto groups = group_cases(config, [](const CaseSpec& spec) { return baseline_key(spec, ""); });
   std::atomic<int> cases_done{0};
   Progress progress(static_cast<int>(config.cases.size()));
-  // Shape groups are dealt round-robin to the devices; each device runs its share in a thread.
-  std::vector<std::thread> workers;
-  std::vector<std::exception_ptr> errors(devices.size());
-  for (size_t i = 0; i < devices.size(); ++i) {
-    std::vector<const std::vector<const CaseSpec*>*> share;
-    for (size_t g = i; g < groups.size(); g += devices.size()) share.push_back(&groups[g]);
-    workers.emplace_back([&, i, share] {
-      try {
-        run_groups(config, share, devices[i], options, cases_done, progress, emit, stop);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    });
-  }
-  for (auto& w : workers) w.join();
+  shard_over_devices(groups, devices, table, on_row,
+                     [&](const std::vector<const CaseGroup*>& share, int device, const RowSink& emit) {
+                       run_groups(config, share, device, options, cases_done, progress, emit, stop);
+                     });
   progress.finish();
-  for (const auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
 }
 
 }  // namespace tilemix::app

@@ -1,0 +1,33 @@
+#pragma once
+// What every GPU sweep of tilemix-bench shares: grouping cases that can share device data,
+// dealing the groups to devices (one thread per device), collecting rows, and timing options.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/config/experiment.hpp"
+#include "core/report/table.hpp"
+#include "tilemix/timing.hpp"
+
+namespace tilemix::app {
+
+using CaseGroup = std::vector<const CaseSpec*>;
+using RowSink = std::function<void(std::vector<Cell>)>;
+
+// Cases with equal `key` form one group (groups and cases in first-appearance order), so a group's
+// inputs are generated and uploaded once.
+std::vector<CaseGroup> group_cases(const ExperimentConfig& config,
+                                   const std::function<std::string(const CaseSpec&)>& key);
+
+// Deals `groups` round-robin to `devices` and runs `run(share, device, emit)` in one thread per
+// device; `emit` appends a finished row to `table` under a lock and calls `on_row` (the caller
+// rewrites its output files there, so an interrupted sweep keeps every finished row). The first
+// exception of any thread is rethrown after all have stopped.
+void shard_over_devices(
+    const std::vector<CaseGroup>& groups, const std::vector<int>& devices, ResultTable& table,
+    const std::function<void()>& on_row,
+    const std::function<void(const std::vector<const CaseGroup*>& share, int device, const RowSink& emit)>& run);
+
+gpu::TimingOptions timing_options(const TimingSpec& timing);
+
+}  // namespace tilemix::app
