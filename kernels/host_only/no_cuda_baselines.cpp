@@ -11,19 +11,6 @@ namespace {
 const char kNoCuda[] = "this build has no CUDA kernels";
 }
 
-const char* baseline_name(Baseline b) {
-  switch (b) {
-    case Baseline::torch_like: return "torch_like";
-    case Baseline::cudnn_fp16: return "cudnn_fp16";
-    case Baseline::cudnn_fp8: return "cudnn_fp8";
-  }
-  return "unknown baseline";
-}
-
-OutOfMemory::OutOfMemory(const std::string& what, size_t bytes)
-    : std::runtime_error("out of memory: " + what + " needs " + std::to_string(bytes) + " bytes"),
-      bytes_asked(bytes) {}
-
 bool baseline_available(Baseline, const AttentionShape&, std::string* why) {
   if (why) *why = kNoCuda;
   return false;

@@ -20,12 +20,22 @@ namespace tilemix::gpu {
 
 enum class Baseline { torch_like, cudnn_fp16, cudnn_fp8 };
 
-const char* baseline_name(Baseline b);  // "torch_like", "cudnn_fp16", "cudnn_fp8"
+// "torch_like", "cudnn_fp16", "cudnn_fp8".
+inline const char* baseline_name(Baseline b) {
+  switch (b) {
+    case Baseline::torch_like: return "torch_like";
+    case Baseline::cudnn_fp16: return "cudnn_fp16";
+    case Baseline::cudnn_fp8: return "cudnn_fp8";
+  }
+  return "unknown baseline";
+}
 
 // A baseline's device memory does not fit; what() names the bytes asked for.
 class OutOfMemory : public std::runtime_error {
  public:
-  OutOfMemory(const std::string& what, size_t bytes_asked);
+  OutOfMemory(const std::string& what, size_t bytes)
+      : std::runtime_error("out of memory: " + what + " needs " + std::to_string(bytes) + " bytes"),
+        bytes_asked(bytes) {}
   size_t bytes_asked;
 };
 
