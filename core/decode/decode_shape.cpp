@@ -54,10 +54,17 @@ void validate_decode(DecodeShape& shape, const std::string& where) {
   shape.softmax_scale = s.softmax_scale;
 }
 
-// tiles_per_split = max(min_tiles_per_split, floor(T / ceil(2 * sm_count / hk))), where
-// T = sum_b ceil(L_b / 64); sequence b then has ceil(T_b / tiles_per_split) splits. Taking the
-// floor keeps sum_b ceil(T_b / tiles_per_split) >= T / tiles_per_split >= ceil(2 * sm_count / hk),
-// so hk * total splits reaches two waves unless the minimum split size caps it.
+// Splits are long enough to amortise each CTA's start (Q load, pipeline fill) and the combine,
+// and numerous enough to fill the GPU. With T = sum_b ceil(L_b / 64) key tiles, B sequences, and
+// fill(k) = ceil(T / max(1, floor(k * sm_count / hk) - B)) the tiles per split at which hk * total
+// splits stays within k CTAs per multiprocessor (each sequence rounds its split count up by less
+// than one split, hence the - B):
+//   tiles_per_split = max(min_tiles_per_split, fill(6), min(64, fill(2)))
+// fill(6) uses up to 6 CTAs per multiprocessor (whole waves for kernels keeping 1, 2 or 3
+// resident); the min(64, fill(2)) term keeps splits at 64 tiles (4096 tokens) unless that would
+// leave fewer than 2 CTAs per multiprocessor. Measured on an H200 (docs/perf-notes.md): short
+// splits filling 6 CTAs per SM cost batch 1 at 128k tokens 15% against 64-tile splits, and
+// 64-tile splits with too few CTAs cost short caches up to 2.4x.
 DecodeSplitPlan make_decode_split_plan(const DecodeShape& shape, int sm_count, int min_tiles_per_split) {
   if (sm_count < 1) throw std::invalid_argument("make_decode_split_plan: sm_count must be positive");
   if (min_tiles_per_split < 1) throw std::invalid_argument("make_decode_split_plan: min_tiles_per_split must be >= 1");
@@ -68,9 +75,14 @@ DecodeSplitPlan make_decode_split_plan(const DecodeShape& shape, int sm_count, i
     tiles[b] = (shape.cache_len[b] + kDecodeGeometry.block_n - 1) / kDecodeGeometry.block_n;
     total_tiles += tiles[b];
   }
-  const int64_t target_splits = (2 * static_cast<int64_t>(sm_count) + shape.hk - 1) / shape.hk;
+  const int64_t batch = static_cast<int64_t>(tiles.size());
+  const auto fill = [&](int64_t ctas_per_sm) {
+    const int64_t budget = std::max<int64_t>(1, ctas_per_sm * sm_count / shape.hk - batch);
+    return (total_tiles + budget - 1) / budget;
+  };
   DecodeSplitPlan plan;
-  plan.tiles_per_split = static_cast<int>(std::max<int64_t>(min_tiles_per_split, total_tiles / target_splits));
+  plan.tiles_per_split = static_cast<int>(
+      std::max<int64_t>({int64_t{min_tiles_per_split}, fill(6), std::min<int64_t>(64, fill(2))}));
   std::vector<int64_t> splits(tiles.size());
   for (size_t b = 0; b < tiles.size(); ++b) splits[b] = (tiles[b] + plan.tiles_per_split - 1) / plan.tiles_per_split;
   plan.split_offset = prefix_sums(splits);

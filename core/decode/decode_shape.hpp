@@ -44,9 +44,10 @@ struct DecodeSplitPlan {
   int splits(int b) const { return static_cast<int>(split_offset[b + 1] - split_offset[b]); }
 };
 
-// Chooses tiles_per_split so that hk * total splits fills about two waves of `sm_count`
-// multiprocessors (batch 1 at 128k tokens then still fills the GPU), with at least
-// `min_tiles_per_split` tiles per split to amortise the combine step.
+// Chooses tiles_per_split so that splits are long (64 tiles) where that still leaves 2 CTAs per
+// multiprocessor of `sm_count`, and hk * total splits stays within 6 CTAs per multiprocessor
+// (batch 1 at 128k tokens then fills the GPU), with at least `min_tiles_per_split` tiles per
+// split. The formula and the measurements behind it are in decode_shape.cpp.
 DecodeSplitPlan make_decode_split_plan(const DecodeShape& shape, int sm_count, int min_tiles_per_split = 4);
 
 }  // namespace tilemix

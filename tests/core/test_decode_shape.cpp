@@ -105,16 +105,25 @@ TEST_CASE("bad decode shapes name the field", "[decode]") {
   CHECK_THAT(validate_error(bad_scale), Contains("case.softmax_scale"));
 }
 
-TEST_CASE("split plan covers every key tile once and fills two waves", "[decode]") {
-  SECTION("batch 1 at 128k tokens, hk 8, fills two waves of 132 multiprocessors") {
+TEST_CASE("split plan covers every key tile once and fills the slots without a tail", "[decode]") {
+  SECTION("batch 1 at 128k tokens, hk 8: 64-tile splits filling 2 CTAs per multiprocessor") {
     DecodeShape s = decode_shape(32, 8, 128, {128 * 1024}, {1});
     validate_decode(s);
     const DecodeSplitPlan p = make_decode_split_plan(s, 132);
     check_covers_every_tile(s, p);
-    CHECK(s.hk * p.total_splits() >= 2 * 132);
-    // tiles_per_split = floor(2048 / ceil(264 / 8)) = 62: 34 splits of 62 tiles (the last 2048 - 33 * 62 = 2).
-    CHECK(p.tiles_per_split == 62);
-    CHECK(p.total_splits() == 34);
+    // fill(6) = ceil(2048 / 98) = 21, fill(2) = ceil(2048 / 32) = 64: 32 splits of 64 tiles.
+    CHECK(p.tiles_per_split == 64);
+    CHECK(p.total_splits() == 32);
+    CHECK(s.hk * p.total_splits() <= 2 * 132);
+  }
+  SECTION("batch 8 at 128k tokens fills up to 6 CTAs per multiprocessor with long splits") {
+    DecodeShape s = decode_shape(32, 8, 128, std::vector<int64_t>(8, 128 * 1024), std::vector<int64_t>(8, 1));
+    validate_decode(s);
+    const DecodeSplitPlan p = make_decode_split_plan(s, 132);
+    check_covers_every_tile(s, p);
+    // fill(6) = ceil(16384 / 91) = 181 tiles: 12 splits per sequence, 768 CTAs.
+    CHECK(p.tiles_per_split == 181);
+    CHECK(s.hk * p.total_splits() == 768);
   }
   SECTION("short caches keep the minimum tiles per split") {
     DecodeShape s = decode_shape(8, 2, 128, {1, 63, 64, 65, 3000}, {1, 4, 16, 16, 4});
@@ -134,7 +143,8 @@ TEST_CASE("split plan covers every key tile once and fills two waves", "[decode]
         const DecodeSplitPlan p = make_decode_split_plan(s, sm);
         check_covers_every_tile(s, p);
         CHECK(p.tiles_per_split >= 4);
-        if (p.tiles_per_split > 4) CHECK(hk * p.total_splits() >= 2 * sm);
+        // Within the slots whenever the batch leaves room for a split per sequence.
+        if (6 * sm / hk > s.batch()) CHECK(hk * p.total_splits() <= 6 * sm);
         // The same shape always gives the same plan.
         CHECK(make_decode_split_plan(s, sm).split_offset == p.split_offset);
       }
