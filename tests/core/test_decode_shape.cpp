@@ -8,21 +8,13 @@
 #include "core/decode/decode_case.hpp"
 #include "core/decode/decode_shape.hpp"
 #include "core/error.hpp"
+#include "tests/reference/attention_fixtures.hpp"
 
 using namespace tilemix;
+using namespace tilemix::testing;
 using Catch::Matchers::Contains;
 
 namespace {
-
-DecodeShape decode_shape(int hq, int hk, int d, std::vector<int64_t> cache_len, std::vector<int64_t> new_tokens) {
-  DecodeShape s;
-  s.hq = hq;
-  s.hk = hk;
-  s.d = d;
-  s.cache_len = std::move(cache_len);
-  s.new_tokens = std::move(new_tokens);
-  return s;
-}
 
 std::string validate_error(DecodeShape s) {
   try {

@@ -26,18 +26,6 @@ using namespace tilemix::testing;
 
 namespace {
 
-DecodeShape decode_shape(int hq, int hk, int d, const std::vector<int64_t>& cache_len,
-                         const std::vector<int64_t>& new_tokens) {
-  DecodeShape s;
-  s.hq = hq;
-  s.hk = hk;
-  s.d = d;
-  s.cache_len = cache_len;
-  s.new_tokens = new_tokens;
-  validate_decode(s);
-  return s;
-}
-
 PreparedDecode prepare(const DecodeShape& shape, LayoutKind layout, double ratio, InputKind input, uint64_t seed) {
   CaseSpec spec;
   spec.name = "decode";
@@ -121,7 +109,7 @@ TEST_CASE("kv_append is bit-identical with append_tokens", "[gpu][decode]") {
       int64_t total = 0;
       for (int64_t n : counts) total += n;
       // Fresh FP16 tokens; the K of sequence 2 is all zero (scale 0, codes 0) in the first append.
-      const AttentionShape s = decode_shape(hk, hk, d, {total}, {1}).attention_shape();
+      const AttentionShape s = make_decode_shape(hk, hk, d, {total}, {1}).attention_shape();
       AttentionInputs in = seeded_inputs(s, 100 + step + d, step == 1 ? InputKind::llm_like : InputKind::gaussian);
       if (step == 0) {
         const int64_t first = counts[0] + counts[1];
@@ -159,7 +147,7 @@ TEST_CASE("decode over the INT8 and FP16 caches matches the emulator", "[gpu][de
       {LayoutKind::zero, 0.0}, {LayoutKind::one, 1.0}, {LayoutKind::band, 0.5}, {LayoutKind::sptrans, 0.5}};
   for (const Problem& pr : kProblems) {
     SECTION(pr.name) {
-      const DecodeShape shape = decode_shape(pr.hq, pr.hk, pr.d, pr.cache_len, pr.new_tokens);
+      const DecodeShape shape = make_decode_shape(pr.hq, pr.hk, pr.d, pr.cache_len, pr.new_tokens);
       // The device's plan, single-tile splits (many partial states per row) and uneven splits.
       const std::vector<DecodeSplitPlan> split_plans = {device_split_plan(shape), forced_split_plan(shape, 1),
                                                         forced_split_plan(shape, 3)};
@@ -192,7 +180,7 @@ TEST_CASE("decode honours every routing bit", "[gpu][decode]") {
   // One 64-token tile per sequence, all INT8; flipping the bit of one (KV head, sequence) moves
   // that tile to the FP16 score path, which changes every output of its rows by far more than
   // the tight tolerance.
-  const DecodeShape shape = decode_shape(4, 1, 128, {64}, {4});
+  const DecodeShape shape = make_decode_shape(4, 1, 128, {64}, {4});
   const PreparedDecode pd = prepare(shape, LayoutKind::one, 1.0, InputKind::gaussian, 5);
   const DecodeSplitPlan splits = device_split_plan(shape);
   const DecodeResult original = emulate_decode_int8(shape, pd.q, pd.int8, pd.plan, splits);

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/decode/decode_shape.hpp"
 #include "core/fp16.hpp"
 #include "core/inputs/inputs.hpp"
 #include "core/metrics.hpp"
@@ -28,6 +29,26 @@ inline AttentionShape make_shape(int hq, int hk, int d, bool causal, const std::
   s.cu_seqlens_q = prefix_sums(lq);
   s.cu_seqlens_k = prefix_sums(lk);
   validate(s);
+  return s;
+}
+
+// A decode shape as given (tests of validation call validate_decode themselves).
+inline DecodeShape decode_shape(int hq, int hk, int d, std::vector<int64_t> cache_len, std::vector<int64_t> new_tokens,
+                                float softmax_scale = 0.0f) {
+  DecodeShape s;
+  s.hq = hq;
+  s.hk = hk;
+  s.d = d;
+  s.softmax_scale = softmax_scale;
+  s.cache_len = std::move(cache_len);
+  s.new_tokens = std::move(new_tokens);
+  return s;
+}
+
+inline DecodeShape make_decode_shape(int hq, int hk, int d, std::vector<int64_t> cache_len,
+                                     std::vector<int64_t> new_tokens, float softmax_scale = 0.0f) {
+  DecodeShape s = decode_shape(hq, hk, d, std::move(cache_len), std::move(new_tokens), softmax_scale);
+  validate_decode(s);
   return s;
 }
 

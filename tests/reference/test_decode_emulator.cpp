@@ -118,14 +118,7 @@ double rel_l2(const DecodeResult& r, const std::vector<double>& ref) { return co
 TEST_CASE("decode emulator follows the documented rounding points", "[decode]") {
   // One sequence, one new token, two cached keys (both visible), one split.
   const int d = 64;
-  DecodeShape s;
-  s.hq = 1;
-  s.hk = 1;
-  s.d = d;
-  s.softmax_scale = 0.37f;
-  s.cache_len = {2};
-  s.new_tokens = {1};
-  validate_decode(s);
+  const DecodeShape s = make_decode_shape(1, 1, d, {2}, {1}, 0.37f);
   std::vector<uint16_t> q(d, 0), k(2 * d, 0), v(2 * d, 0);
   const float qv[3] = {1.25f, -0.5f, 0.875f}, k0[3] = {0.75f, 2.0f, -1.5f}, k1[3] = {-0.25f, 1.5f, 3.0f};
   for (int c = 0; c < 3; ++c) {
