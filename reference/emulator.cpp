@@ -221,25 +221,15 @@ class TileEmulator {
   const float scale_log2_;
 };
 
-void check_plan_matches(const AttentionShape& shape, const RoutingPlan& plan) {
-  bool ok = plan.hk == shape.hk && static_cast<int>(plan.tilings.size()) == shape.batch() &&
-            static_cast<int>(plan.tile_offset.size()) == shape.batch() + 1 &&
-            plan.words.size() == static_cast<size_t>(plan.hk) * plan.total_tiles();
-  for (int b = 0; ok && b < shape.batch(); ++b) {
-    const SequenceTiling& t = plan.tilings[b];
-    ok = t.lq == shape.seqlen_q(b) && t.lk == shape.seqlen_k(b) && t.causal == shape.causal &&
-         plan.tile_offset[b + 1] - plan.tile_offset[b] == t.tm;
-  }
-  if (!ok) throw std::invalid_argument("emulate_attention: the routing plan was built for another shape");
-}
-
 }  // namespace
 
 EmulatorResult emulate_attention(const AttentionShape& shape, const AttentionInputs& inputs, const RoutingPlan& plan,
                                  const EmulatorOptions& options) {
   if (!(shape.softmax_scale > 0.0f)) throw std::invalid_argument("emulate_attention: softmax_scale is not resolved");
   if (shape.d > kMaxExactInt8Dim) throw std::invalid_argument("emulate_attention: head dimension too large");
-  check_plan_matches(shape, plan);
+  if (!plan_fits(shape, plan)) {
+    throw std::invalid_argument("emulate_attention: the routing plan was built for another shape");
+  }
   const int hq = shape.hq, hk = shape.hk, d = shape.d;
   const int64_t total_q = shape.total_q(), total_k = shape.total_k();
 

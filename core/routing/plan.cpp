@@ -195,6 +195,18 @@ RoutingPlan make_plan(const AttentionShape& shape, const RoutingRequest& request
   return plan;
 }
 
+bool plan_fits(const AttentionShape& shape, const RoutingPlan& plan) {
+  bool ok = plan.hk == shape.hk && static_cast<int>(plan.tilings.size()) == shape.batch() &&
+            static_cast<int>(plan.tile_offset.size()) == shape.batch() + 1 &&
+            plan.words.size() == static_cast<size_t>(plan.hk) * plan.total_tiles();
+  for (int b = 0; ok && b < shape.batch(); ++b) {
+    const SequenceTiling& t = plan.tilings[b];
+    ok = t.lq == shape.seqlen_q(b) && t.lk == shape.seqlen_k(b) && t.causal == shape.causal &&
+         plan.tile_offset[b + 1] - plan.tile_offset[b] == t.tm;
+  }
+  return ok;
+}
+
 void set_explicit_words(RoutingPlan& plan, std::vector<uint64_t> words, const std::string& where) {
   const int64_t total = plan.total_tiles();
   const size_t expected = static_cast<size_t>(plan.hk) * static_cast<size_t>(total);

@@ -45,6 +45,10 @@ struct RoutingPlan {
 // Builds the plan; throws InputError (naming `where` fields) for bad ratios, g, or word files.
 RoutingPlan make_plan(const AttentionShape& shape, const RoutingRequest& request, const std::string& where = "");
 
+// True when `plan` was built for `shape`: same KV heads and sequences, each sequence's lengths and
+// mask, and words for every query tile. The emulators check this before trusting a plan.
+bool plan_fits(const AttentionShape& shape, const RoutingPlan& plan);
+
 // Replaces the plan's words with explicit per-head words (a user's own policy) and recomputes
 // coverage. `words` must hold hk * total_tiles entries; bits beyond Tmask are an error.
 void set_explicit_words(RoutingPlan& plan, std::vector<uint64_t> words, const std::string& where);
