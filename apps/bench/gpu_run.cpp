@@ -23,10 +23,14 @@
 namespace tilemix::app {
 namespace {
 
-// The shape (and numerics) a baseline row depends on: baselines run once per distinct key.
-std::string baseline_key(const CaseSpec& spec, const std::string& method) {
-  return method + "|" + shape_summary(spec.shape) + "|" + to_string(spec.numerics.state) + "|" +
-         to_string(spec.numerics.accum) + "|" + spec.json.value("input", nlohmann::json::object()).dump();
+// What the inputs, flash_fp16 and the baselines depend on: the shape (every sequence length),
+// the numerics and the input spec. Cases with equal keys share them.
+std::string group_key(const CaseSpec& spec) {
+  const AttentionShape& s = spec.shape;
+  return nlohmann::json{s.hq, s.hk, s.d, s.causal, s.softmax_scale, s.cu_seqlens_q, s.cu_seqlens_k,
+                        to_string(spec.numerics.state), to_string(spec.numerics.accum),
+                        spec.json.value("input", nlohmann::json::object())}
+      .dump();
 }
 
 struct MethodRun {
@@ -70,19 +74,23 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
       config.methods.empty() ? std::vector<std::string>{"tilemix", "flash_fp16"} : config.methods;
   gpu::select_device(device_index);
   const gpu::TimingOptions timing = timing_options(config.timing);
-  std::map<std::string, bool> baseline_done;
   std::vector<const CaseSpec*> order_of_cases;
   for (const auto* group : groups) order_of_cases.insert(order_of_cases.end(), group->begin(), group->end());
   std::string inputs_key;
   AttentionInputs inputs;
   std::unique_ptr<GpuProblem> problem_ptr;
   std::optional<ExactResult> reference;
+  // flash_fp16 of the current group: timed once, with the group's first case, and the base of
+  // every case's speedup and deviation. The baselines' rows are printed with the first case too.
+  std::optional<MethodRun> flash;
   for (const CaseSpec* case_ptr : order_of_cases) {
     const CaseSpec& spec = *case_ptr;
     const int index = ++cases_done;
     if (stop()) return;
-    if (baseline_key(spec, "") != inputs_key) {
-      inputs_key = baseline_key(spec, "");
+    const bool first_of_group = group_key(spec) != inputs_key;
+    if (first_of_group) {
+      inputs_key = group_key(spec);
+      flash.reset();
       problem_ptr.reset();  // free the previous shape's device memory first
       inputs = make_inputs(spec.shape, spec.input, spec.where + ".input");
       problem_ptr = std::make_unique<GpuProblem>(spec.shape, inputs);
@@ -107,9 +115,11 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
       if (stop()) return;
       const bool listed = std::find(methods.begin(), methods.end(), method) != methods.end();
       const bool is_baseline = method != "tilemix";
-      const std::string key = baseline_key(spec, method);
-      // A baseline row is printed once per shape; flash_fp16 still runs for the speedup column.
-      const bool print = listed && (!is_baseline || !baseline_done[key]);
+      if (method == "flash_fp16" && flash) {
+        runs[method] = *flash;
+        continue;
+      }
+      const bool print = listed && (!is_baseline || first_of_group);
       if (!print && method != "flash_fp16") continue;
       progress.step(index, fmt::format("gpu {}: {} {}", device_index, spec.name, method));
 
@@ -152,9 +162,9 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
       } catch (const std::invalid_argument& e) {
         run.status = std::string("unavailable (") + e.what() + ")";
       }
+      if (method == "flash_fp16") flash = run;
       runs[method] = std::move(run);
       if (!print) continue;
-      if (is_baseline) baseline_done[key] = true;
 
       const MethodRun& r = runs[method];
       Cell median, min_ms, max_ms, rel_std, reps, tops, thpt, speedup, dev_flash, dev_ref, clock;
@@ -189,7 +199,7 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
 void run_gpu_bench(const ExperimentConfig& config, const std::vector<int>& devices, const GpuBenchOptions& options,
                    ResultTable& table, const std::function<void()>& on_row, const std::function<bool()>& stop) {
   // Groups share shape and inputs: only the routing plan changes between a group's cases.
-  const auto groups = group_cases(config, [](const CaseSpec& spec) { return baseline_key(spec, ""); });
+  const auto groups = group_cases(config, group_key);
   std::atomic<int> cases_done{0};
   Progress progress(static_cast<int>(config.cases.size()));
   shard_over_devices(groups, devices, table, on_row,
