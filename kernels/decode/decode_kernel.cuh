@@ -26,6 +26,7 @@
 #include "core/decode/decode_shape.hpp"
 #include "kernels/common/check.cuh"
 #include "kernels/common/copy.cuh"
+#include "kernels/common/dependent_launch.cuh"
 #include "kernels/common/mma.cuh"
 #include "kernels/decode/decode_config.hpp"
 #include "kernels/decode/decode_params.cuh"
@@ -293,6 +294,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   char* smem = Smem::align(smem_raw);
   const uint32_t smem_base = smem_address(smem);
 
+  // The combine kernel may be scheduled as soon as every CTA of this grid has started.
+  allow_dependent_launch();
   DecodeBlock blk;
   blk.init(p);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
