@@ -92,7 +92,7 @@ std::unique_ptr<DeviceProblem> build_problem(const CaseSpec& spec, int sm_count)
   q_shape.cu_seqlens_k = q_shape.cu_seqlens_q;  // only Q is drawn here
   const std::vector<uint16_t> q = make_inputs(q_shape, q_spec, spec.where + ".input").q;
   problem->decode =
-      std::make_unique<DecodeGpu>(shape, q, std::move(caches), make_decode_split_plan(shape, sm_count));
+      std::make_unique<DecodeGpu>(shape, q, std::move(caches), decode_split_plan(shape, CacheKind::int8, sm_count));
   return problem;
 }
 
@@ -113,9 +113,8 @@ int64_t bytes_needed(const DecodeShape& shape) {
 struct MethodRun {
   std::optional<gpu::TimingResult> decode, append;
   std::string status = "ok";
-  int64_t resident_bytes = 0, bytes_moved = 0;
+  int64_t resident_bytes = 0, bytes_moved = 0, total_splits = 0;
 };
-
 
 // The config's methods that run decode cases (all of them when the config names none).
 std::vector<std::string> selected_methods(const ExperimentConfig& config) {
@@ -156,9 +155,11 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
       problem = build_problem(first, device.sm_count);
     }
     std::optional<MethodRun> fp16_run;  // the baseline of this shape, for every case's speedup
+    int fp16_tiles_per_split = 0;        // and the split plan it was measured with
     for (const CaseSpec* spec_ptr : *group) {
       const CaseSpec& spec = *spec_ptr;
       const int index = ++cases_done;
+      if (spec.decode->tiles_per_split != fp16_tiles_per_split) fp16_run.reset();
       RoutingPlan plan;
       if (problem) {
         plan = make_plan(shape.attention_shape(), spec.routing, spec.where);
@@ -167,13 +168,15 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
       for (const std::string& method : methods) {
         if (stop()) return;
         const bool baseline = method == "fp16_cache";
-        // The baseline does not depend on the routing: one row per shape.
+        // The baseline does not depend on the routing: one row per shape and split plan.
         if (baseline && fp16_run) continue;
         const CacheKind kind = baseline ? CacheKind::fp16 : CacheKind::int8;
         fmt::print(stderr, "[{}/{}] gpu {}: {} {}\n", index, config.cases.size(), device_index, spec.name, method);
         MethodRun run;
         if (problem) {
           DecodeGpu& decode = *problem->decode;
+          decode.set_split_plan(decode_split_plan(shape, kind, device.sm_count, spec.decode->tiles_per_split));
+          run.total_splits = decode.splits().total_splits();
           run.decode = gpu::time_launches([&](int) { decode.launch(kind); }, timing);
           run.append = gpu::time_launches([&](int) { problem->append_new->launch(kind); }, timing);
           run.resident_bytes = decode.resident_bytes(kind);
@@ -186,7 +189,10 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
         } else {
           run.status = skipped;
         }
-        if (baseline) fp16_run = run;
+        if (baseline) {
+          fp16_run = run;
+          fp16_tiles_per_split = spec.decode->tiles_per_split;
+        }
 
         Cell median, min_ms, max_ms, rel_std, reps, gbps, pct, speedup, append_ms, resident, clock, splits;
         if (run.decode) {
@@ -203,7 +209,7 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
           append_ms = run.append->median_ms;
           resident = static_cast<double>(run.resident_bytes) / double(1 << 20);
           clock = static_cast<int64_t>(t.sm_clock_end_mhz);
-          splits = problem->decode->splits().total_splits();
+          splits = run.total_splits;
         }
         std::string params_text;
         for (const auto& tpl : plan.templates) {

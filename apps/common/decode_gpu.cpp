@@ -146,9 +146,6 @@ DecodeGpu::DecodeGpu(const DecodeShape& shape, const std::vector<uint16_t>& q, G
   if (caches_.layout().length != shape.cache_len) {
     throw std::invalid_argument("DecodeGpu: the caches do not hold cache_len tokens per sequence");
   }
-  if (static_cast<int>(splits.split_offset.size()) != shape.batch() + 1) {
-    throw std::invalid_argument("DecodeGpu: the split plan is for another batch");
-  }
   const size_t out = static_cast<size_t>(shape.total_new()) * shape.hq * shape.d;
   if (q.size() != out) throw std::invalid_argument("DecodeGpu: q is not [total_new, hq, d]");
   q_ = gpu::to_device(q, "decode queries");
@@ -156,9 +153,25 @@ DecodeGpu::DecodeGpu(const DecodeShape& shape, const std::vector<uint16_t>& q, G
   lse_ = gpu::DeviceBuffer(static_cast<size_t>(shape.total_new()) * shape.hq * sizeof(float), "decode LSE");
   cu_new_ = gpu::to_device(prefix_sums(shape.new_tokens));
   cache_len_ = gpu::to_device(shape.cache_len);
+  set_split_plan(splits);
+}
+
+void DecodeGpu::set_split_plan(const DecodeSplitPlan& splits) {
+  if (static_cast<int>(splits.split_offset.size()) != shape_.batch() + 1) {
+    throw std::invalid_argument("DecodeGpu: the split plan is for another batch");
+  }
+  splits_ = splits;
   split_offset_ = gpu::to_device(splits.split_offset);
-  workspace_ = gpu::DeviceBuffer(gpu::decode_workspace_bytes(shape.hq, shape.d, shape.batch(), splits.total_splits()),
-                                 "decode split workspace");
+  const size_t bytes = gpu::decode_workspace_bytes(shape_.hq, shape_.d, shape_.batch(), splits.total_splits());
+  if (bytes > workspace_.bytes()) workspace_ = gpu::DeviceBuffer(bytes, "decode split workspace");
+}
+
+DecodeSplitPlan decode_split_plan(const DecodeShape& shape, CacheKind kind, int sm_count, int tiles_per_split) {
+  if (tiles_per_split > 0) return fixed_decode_split_plan(shape, tiles_per_split);
+  int max_new = 1;
+  for (int64_t n : shape.new_tokens) max_new = std::max<int>(max_new, static_cast<int>(n));
+  return make_decode_split_plan(
+      shape, sm_count, gpu::decode_resident_ctas(kind == CacheKind::int8, shape.hq, shape.hk, max_new));
 }
 
 DecodeGpu::DecodeGpu(const PreparedDecode& pd, const DecodeSplitPlan& splits)

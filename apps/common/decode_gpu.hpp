@@ -67,6 +67,11 @@ class GpuAppend {
   const void* v_new_;
 };
 
+// The split plan of `kind`'s decode kernel on a GPU of `sm_count` multiprocessors (the INT8 and
+// FP16 kernels keep different numbers of CTAs resident, so their plans differ).
+// `tiles_per_split` > 0 forces that many key tiles per split instead (a config's tiles_per_split).
+DecodeSplitPlan decode_split_plan(const DecodeShape& shape, CacheKind kind, int sm_count, int tiles_per_split = 0);
+
 class DecodeGpu {
  public:
   // `caches` hold shape.cache_len tokens per sequence (validated shape, q FP16 [total_new, hq, d]).
@@ -86,6 +91,8 @@ class DecodeGpu {
   GpuKvCaches& caches() { return caches_; }
   const DecodeShape& shape() const { return shape_; }
   const DecodeSplitPlan& splits() const { return splits_; }
+  // Replaces the split plan (same batch); the workspace grows when the new plan needs more.
+  void set_split_plan(const DecodeSplitPlan& splits);
   // Device bytes one call of `kind` keeps resident: its cache, queries, outputs, workspace and
   // the plan arrays (routing for INT8).
   int64_t resident_bytes(CacheKind kind) const;

@@ -15,7 +15,8 @@
 // local_bias, q, k, v, allow_nonfinite}, tolerance {emulator_vs_reference, gpu_vs_emulator,
 // gpu_vs_reference: {max_abs, mean_abs, rel_l2, min_cosine}}.
 // Decode cases ("kind": "decode"; default "prefill") take cache_len (+ batch) | cache_lens,
-// new_tokens (int or array), cache ("int8" | "fp16"), append_steps, and the shared keys name, hq,
+// new_tokens (int or array), cache ("int8" | "fp16"), append_steps, tiles_per_split (key tiles per
+// split instead of the GPU's split plan; 0, the default, keeps the plan), and the shared keys name, hq,
 // hk, d, softmax_scale, layout, ratio, seed, group, words_file, input, tolerance; the other
 // prefill keys are errors there, as decode keys are in a prefill case.
 #include <cstdint>

@@ -22,6 +22,9 @@ struct DecodeCaseSpec {
   // Appends that fill the cache: the context in append_steps - 1 near-equal chunks, then the new
   // tokens (append_steps = 1: all L_b tokens at once).
   int append_steps = 2;
+  // Key tiles per split of the split-K kernel and the emulator; 0: the plan for the GPU
+  // (make_decode_split_plan).
+  int tiles_per_split = 0;
 };
 
 // Token counts of each append, in order (one vector of per-sequence counts per append).

@@ -54,37 +54,72 @@ void validate_decode(DecodeShape& shape, const std::string& where) {
   shape.softmax_scale = s.softmax_scale;
 }
 
-// Splits are long enough to amortise each CTA's start (Q load, pipeline fill) and the combine,
-// and numerous enough to fill the GPU. With T = sum_b ceil(L_b / 64) key tiles, B sequences, and
-// fill(k) = ceil(T / max(1, floor(k * sm_count / hk) - B)) the tiles per split at which hk * total
-// splits stays within k CTAs per multiprocessor (each sequence rounds its split count up by less
-// than one split, hence the - B):
-//   tiles_per_split = max(min_tiles_per_split, fill(6), min(64, fill(2)))
-// fill(6) uses up to 6 CTAs per multiprocessor (whole waves for kernels keeping 1, 2 or 3
-// resident); the min(64, fill(2)) term keeps splits at 64 tiles (4096 tokens) unless that would
-// leave fewer than 2 CTAs per multiprocessor. Measured on an H200 (docs/perf-notes.md): short
-// splits filling 6 CTAs per SM cost batch 1 at 128k tokens 15% against 64-tile splits, and
-// 64-tile splits with too few CTAs cost short caches up to 2.4x.
-DecodeSplitPlan make_decode_split_plan(const DecodeShape& shape, int sm_count, int min_tiles_per_split) {
-  if (sm_count < 1) throw std::invalid_argument("make_decode_split_plan: sm_count must be positive");
+int decode_heads_per_cta(int hq, int hk, int max_new_tokens) {
+  if (hk < 1 || hq % hk != 0 || max_new_tokens < 1 || max_new_tokens > kMaxDecodeTokens) {
+    throw std::invalid_argument("decode_heads_per_cta: needs hq a multiple of hk and 1..16 new tokens");
+  }
+  return std::min(hq / hk, kDecodeMaxRows / max_new_tokens);
+}
+
+int decode_head_chunks(int hq, int hk, int max_new_tokens) {
+  const int per_cta = decode_heads_per_cta(hq, hk, max_new_tokens);
+  return (hq / hk + per_cta - 1) / per_cta;
+}
+
+// Model: the decode kernel runs in waves of sm_count * ctas_per_sm CTAs, hk * head chunks CTAs per
+// split; a CTA costs its tiles plus kSplitCostTiles (Q load and quantization, the pipeline fill,
+// writing and combining its partial state), so a plan costs waves * (tiles_per_split +
+// kSplitCostTiles). Among the tiles-per-split values that give the longest sequence 1, 2, 3, ...
+// splits, the cheapest wins (ties: fewer splits). A wave only a little over the slots doubles the
+// cost, which is what happened to one split per sequence at batch 64 and 16k tokens (512 CTAs on
+// 396 INT8 slots: 1.29 waves, 79% of the copy bandwidth, where 3.88 waves of shorter splits fill
+// their last wave). Measured plans: docs/perf-notes.md.
+DecodeSplitPlan make_decode_split_plan(const DecodeShape& shape, int sm_count, int ctas_per_sm,
+                                       int min_tiles_per_split) {
+  constexpr int64_t kSplitCostTiles = 2;
+  if (sm_count < 1 || ctas_per_sm < 1) {
+    throw std::invalid_argument("make_decode_split_plan: sm_count and ctas_per_sm must be positive");
+  }
   if (min_tiles_per_split < 1) throw std::invalid_argument("make_decode_split_plan: min_tiles_per_split must be >= 1");
   if (shape.hk < 1) throw std::invalid_argument("make_decode_split_plan: hk must be positive");
   std::vector<int64_t> tiles(shape.cache_len.size());
-  int64_t total_tiles = 0;
+  int64_t max_tiles = 1;
   for (size_t b = 0; b < tiles.size(); ++b) {
     tiles[b] = (shape.cache_len[b] + kDecodeGeometry.block_n - 1) / kDecodeGeometry.block_n;
-    total_tiles += tiles[b];
+    max_tiles = std::max(max_tiles, tiles[b]);
   }
-  const int64_t batch = static_cast<int64_t>(tiles.size());
-  const auto fill = [&](int64_t ctas_per_sm) {
-    const int64_t budget = std::max<int64_t>(1, ctas_per_sm * sm_count / shape.hk - batch);
-    return (total_tiles + budget - 1) / budget;
-  };
+  int max_new = 1;
+  for (int64_t n : shape.new_tokens) max_new = std::max<int>(max_new, static_cast<int>(n));
+  const int64_t ctas_per_split = static_cast<int64_t>(shape.hk) * decode_head_chunks(shape.hq, shape.hk, max_new);
+  const int64_t slots = static_cast<int64_t>(sm_count) * ctas_per_sm;
+
+  int64_t best_tiles = std::max<int64_t>(max_tiles, min_tiles_per_split), best_cost = -1;
+  int64_t previous = -1;
+  for (int64_t splits = 1; splits <= max_tiles; ++splits) {
+    const int64_t per_split = std::max<int64_t>(min_tiles_per_split, (max_tiles + splits - 1) / splits);
+    if (per_split == previous) continue;
+    previous = per_split;
+    int64_t ctas = 0;
+    for (int64_t t : tiles) ctas += ctas_per_split * ((t + per_split - 1) / per_split);
+    const int64_t cost = (ctas + slots - 1) / slots * (per_split + kSplitCostTiles);
+    if (best_cost < 0 || cost < best_cost) {
+      best_cost = cost;
+      best_tiles = per_split;
+    }
+    if (per_split == min_tiles_per_split) break;
+  }
+  return fixed_decode_split_plan(shape, static_cast<int>(best_tiles));
+}
+
+DecodeSplitPlan fixed_decode_split_plan(const DecodeShape& shape, int tiles_per_split) {
+  if (tiles_per_split < 1) throw std::invalid_argument("fixed_decode_split_plan: tiles_per_split must be >= 1");
   DecodeSplitPlan plan;
-  plan.tiles_per_split = static_cast<int>(
-      std::max<int64_t>({int64_t{min_tiles_per_split}, fill(6), std::min<int64_t>(64, fill(2))}));
-  std::vector<int64_t> splits(tiles.size());
-  for (size_t b = 0; b < tiles.size(); ++b) splits[b] = (tiles[b] + plan.tiles_per_split - 1) / plan.tiles_per_split;
+  plan.tiles_per_split = tiles_per_split;
+  std::vector<int64_t> splits;
+  for (int64_t len : shape.cache_len) {
+    const int64_t tiles = (len + kDecodeGeometry.block_n - 1) / kDecodeGeometry.block_n;
+    splits.push_back((tiles + tiles_per_split - 1) / tiles_per_split);
+  }
   plan.split_offset = prefix_sums(splits);
   return plan;
 }

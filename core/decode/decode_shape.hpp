@@ -44,10 +44,22 @@ struct DecodeSplitPlan {
   int splits(int b) const { return static_cast<int>(split_offset[b + 1] - split_offset[b]); }
 };
 
-// Chooses tiles_per_split so that splits are long (64 tiles) where that still leaves 2 CTAs per
-// multiprocessor of `sm_count`, and hk * total splits stays within 6 CTAs per multiprocessor
-// (batch 1 at 128k tokens then fills the GPU), with at least `min_tiles_per_split` tiles per
-// split. The formula and the measurements behind it are in decode_shape.cpp.
-DecodeSplitPlan make_decode_split_plan(const DecodeShape& shape, int sm_count, int min_tiles_per_split = 4);
+// Query rows of one decode CTA at most: query heads x new tokens of one KV head; more heads are
+// split into head chunks of this many rows (the kernel's largest row configuration).
+constexpr int kDecodeMaxRows = 128;
+// Query heads one CTA serves: all of a KV head's, unless heads x max new tokens pass 128 rows.
+int decode_heads_per_cta(int hq, int hk, int max_new_tokens);
+// CTAs per (KV head, split): ceil(hq / hk / decode_heads_per_cta).
+int decode_head_chunks(int hq, int hk, int max_new_tokens);
+
+// Chooses tiles_per_split (at least `min_tiles_per_split`) for a GPU of `sm_count`
+// multiprocessors that keep `ctas_per_sm` decode CTAs resident each: the plan with the fewest
+// waves times tiles per split (plus a split's fixed cost), so that the last wave is nearly full
+// and long caches at small batch still fill the GPU. The model and the measurements behind it are
+// in decode_shape.cpp.
+DecodeSplitPlan make_decode_split_plan(const DecodeShape& shape, int sm_count, int ctas_per_sm,
+                                       int min_tiles_per_split = 4);
+// Every sequence cut into splits of exactly `tiles_per_split` key tiles (the last one shorter).
+DecodeSplitPlan fixed_decode_split_plan(const DecodeShape& shape, int tiles_per_split);
 
 }  // namespace tilemix

@@ -8,6 +8,7 @@
 // K and V fragments, which are what streams, come straight from shared memory as A operands.
 #include <algorithm>
 
+#include "core/decode/decode_shape.hpp"
 #include "core/quant.hpp"
 
 namespace tilemix::gpu {
@@ -15,8 +16,6 @@ namespace tilemix::gpu {
 // Keys per tile = BLKK: an INT8 key tile is one scale block (one K and one V scale per tile).
 inline constexpr int kDecodeBlockN = 64;
 static_assert(kDecodeBlockN == kBlockK, "a decode key tile is one cache scale block");
-// Query rows of one CTA at most; more query heads x new tokens are split over CTAs (head chunks).
-inline constexpr int kDecodeMaxRows = 128;
 
 enum class DecodeCache { int8, fp16 };
 
@@ -73,5 +72,23 @@ struct DecodeConfig {
   static_assert(kWarpKeys % 16 == 0, "a warp owns whole m16 key slices");
   static_assert(kStages >= 3, "at least two tiles in flight");
 };
+
+// CTAs per multiprocessor the instance for `rows` query rows is built to keep resident (its
+// launch bounds; shared memory is sized to match): the split plan counts waves with it.
+inline int decode_resident_ctas(DecodeCache cache, int rows) {
+  const bool int8 = cache == DecodeCache::int8;
+  switch (decode_row_config(rows)) {
+    case 8: return int8 ? DecodeConfig<128, 8, DecodeCache::int8>::kMinBlocksPerSm
+                        : DecodeConfig<128, 8, DecodeCache::fp16>::kMinBlocksPerSm;
+    case 16: return int8 ? DecodeConfig<128, 16, DecodeCache::int8>::kMinBlocksPerSm
+                         : DecodeConfig<128, 16, DecodeCache::fp16>::kMinBlocksPerSm;
+    case 32: return int8 ? DecodeConfig<128, 32, DecodeCache::int8>::kMinBlocksPerSm
+                         : DecodeConfig<128, 32, DecodeCache::fp16>::kMinBlocksPerSm;
+    case 64: return int8 ? DecodeConfig<128, 64, DecodeCache::int8>::kMinBlocksPerSm
+                         : DecodeConfig<128, 64, DecodeCache::fp16>::kMinBlocksPerSm;
+    default: return int8 ? DecodeConfig<128, kDecodeMaxRows, DecodeCache::int8>::kMinBlocksPerSm
+                         : DecodeConfig<128, kDecodeMaxRows, DecodeCache::fp16>::kMinBlocksPerSm;
+  }
+}
 
 }  // namespace tilemix::gpu

@@ -79,11 +79,10 @@ void launch_rows(int rows, const DecodeKernelParams& k, int64_t total_splits, vo
 void run(const DecodeParams& p, bool int8, void* stream, const char* name) {
   const std::string context = describe(p, name);
   if (!validate(p, int8, context)) return;
-  // All query heads of a KV head in one CTA, unless heads x new tokens pass kDecodeMaxRows rows.
   const int heads_per_kv = p.hq / p.hk;
-  const int heads_per_cta = std::min(heads_per_kv, kDecodeMaxRows / p.max_new_tokens);
-  const int head_chunks = (heads_per_kv + heads_per_cta - 1) / heads_per_cta;
-  require(static_cast<int64_t>(p.hk) * head_chunks <= 65535, context, "hk x head chunks exceeds the grid");
+  const int heads_per_cta = decode_heads_per_cta(p.hq, p.hk, p.max_new_tokens);
+  const int head_chunks = decode_head_chunks(p.hq, p.hk, p.max_new_tokens);
+  require(p.total_splits * p.hk * head_chunks <= 0x7fffffff, context, "total splits x hk x head chunks exceeds the grid");
 
   DecodeKernelParams k{};
   k.q = static_cast<const __half*>(p.q);

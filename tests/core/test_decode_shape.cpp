@@ -97,55 +97,66 @@ TEST_CASE("bad decode shapes name the field", "[decode]") {
   CHECK_THAT(validate_error(bad_scale), Contains("case.softmax_scale"));
 }
 
-TEST_CASE("split plan covers every key tile once and fills the slots without a tail", "[decode]") {
-  SECTION("batch 1 at 128k tokens, hk 8: 64-tile splits filling 2 CTAs per multiprocessor") {
+TEST_CASE("split plan covers every key tile once and keeps the last wave nearly full", "[decode]") {
+  SECTION("batch 1 at 128k tokens, hk 8, 3 CTAs per multiprocessor: one wave of 392 CTAs") {
     DecodeShape s = decode_shape(32, 8, 128, {128 * 1024}, {1});
     validate_decode(s);
-    const DecodeSplitPlan p = make_decode_split_plan(s, 132);
+    const DecodeSplitPlan p = make_decode_split_plan(s, 132, 3);
     check_covers_every_tile(s, p);
-    // fill(6) = ceil(2048 / 98) = 21, fill(2) = ceil(2048 / 32) = 64: 32 splits of 64 tiles.
-    CHECK(p.tiles_per_split == 64);
-    CHECK(p.total_splits() == 32);
-    CHECK(s.hk * p.total_splits() <= 2 * 132);
+    // 42 tiles: ceil(2048 / 42) = 49 splits, 392 CTAs <= 396 slots; 41 tiles would need 400.
+    CHECK(p.tiles_per_split == 42);
+    CHECK(p.total_splits() == 49);
   }
-  SECTION("batch 8 at 128k tokens fills up to 6 CTAs per multiprocessor with long splits") {
-    DecodeShape s = decode_shape(32, 8, 128, std::vector<int64_t>(8, 128 * 1024), std::vector<int64_t>(8, 1));
+  SECTION("batch 64 at 16k tokens: 3.88 waves of 86-tile splits, not 1.29 waves of whole sequences") {
+    DecodeShape s = decode_shape(32, 8, 128, std::vector<int64_t>(64, 16384), std::vector<int64_t>(64, 1));
     validate_decode(s);
-    const DecodeSplitPlan p = make_decode_split_plan(s, 132);
+    const DecodeSplitPlan p = make_decode_split_plan(s, 132, 3);
     check_covers_every_tile(s, p);
-    // fill(6) = ceil(16384 / 91) = 181 tiles: 12 splits per sequence, 768 CTAs.
-    CHECK(p.tiles_per_split == 181);
-    CHECK(s.hk * p.total_splits() == 768);
+    CHECK(p.tiles_per_split == 86);
+    CHECK(p.total_splits() == 3 * 64);
+    // Two CTAs per multiprocessor: 512 whole sequences are 1.94 waves, already nearly full.
+    CHECK(make_decode_split_plan(s, 132, 2).tiles_per_split == 256);
+  }
+  SECTION("head chunks count as CTAs: 16 new tokens x 16 heads per KV head = 2 chunks") {
+    DecodeShape s = decode_shape(32, 2, 128, {65536}, {16});
+    validate_decode(s);
+    CHECK(decode_head_chunks(32, 2, 16) == 2);
+    const DecodeSplitPlan p = make_decode_split_plan(s, 132, 2);
+    check_covers_every_tile(s, p);
+    // 4 CTAs per split on 264 slots: 66 splits of 16 tiles.
+    CHECK(p.tiles_per_split == 16);
+    CHECK(4 * p.total_splits() <= 264);
   }
   SECTION("short caches keep the minimum tiles per split") {
     DecodeShape s = decode_shape(8, 2, 128, {1, 63, 64, 65, 3000}, {1, 4, 16, 16, 4});
     validate_decode(s);
-    const DecodeSplitPlan p = make_decode_split_plan(s, 132);
+    const DecodeSplitPlan p = make_decode_split_plan(s, 132, 3);
     check_covers_every_tile(s, p);
     CHECK(p.tiles_per_split == 4);
     CHECK(p.split_offset == std::vector<int64_t>{0, 1, 2, 3, 4, 16});
-    CHECK(make_decode_split_plan(s, 132, 1).tiles_per_split == 1);
-    CHECK(make_decode_split_plan(s, 132, 16).tiles_per_split == 16);
+    CHECK(make_decode_split_plan(s, 132, 3, 1).tiles_per_split == 1);
+    CHECK(make_decode_split_plan(s, 132, 3, 16).tiles_per_split == 16);
   }
-  SECTION("large batches and any multiprocessor count") {
+  SECTION("any multiprocessor count and residency") {
     for (int sm : {1, 46, 78, 132, 144}) {
-      for (int hk : {1, 2, 8}) {
-        DecodeShape s = decode_shape(8 * hk, hk, 64, {16384, 1, 70000, 4096, 129}, {16, 1, 4, 1, 16});
-        validate_decode(s);
-        const DecodeSplitPlan p = make_decode_split_plan(s, sm);
-        check_covers_every_tile(s, p);
-        CHECK(p.tiles_per_split >= 4);
-        // Within the slots whenever the batch leaves room for a split per sequence.
-        if (6 * sm / hk > s.batch()) CHECK(hk * p.total_splits() <= 6 * sm);
-        // The same shape always gives the same plan.
-        CHECK(make_decode_split_plan(s, sm).split_offset == p.split_offset);
+      for (int ctas : {1, 2, 3}) {
+        for (int hk : {1, 2, 8}) {
+          DecodeShape s = decode_shape(8 * hk, hk, 64, {16384, 1, 70000, 4096, 129}, {16, 1, 4, 1, 16});
+          validate_decode(s);
+          const DecodeSplitPlan p = make_decode_split_plan(s, sm, ctas);
+          check_covers_every_tile(s, p);
+          CHECK(p.tiles_per_split >= 4);
+          // The same shape always gives the same plan.
+          CHECK(make_decode_split_plan(s, sm, ctas).split_offset == p.split_offset);
+        }
       }
     }
   }
   DecodeShape s = decode_shape(8, 2, 64, {10}, {1});
   validate_decode(s);
-  CHECK_THROWS_AS(make_decode_split_plan(s, 0), std::invalid_argument);
+  CHECK_THROWS_AS(make_decode_split_plan(s, 0, 3), std::invalid_argument);
   CHECK_THROWS_AS(make_decode_split_plan(s, 132, 0), std::invalid_argument);
+  CHECK_THROWS_AS(make_decode_split_plan(s, 132, 3, 0), std::invalid_argument);
 }
 
 TEST_CASE("append chunks: context in near-equal chunks, then the new tokens", "[decode]") {

@@ -44,21 +44,8 @@ PreparedDecode prepare(const DecodeShape& shape, LayoutKind layout, double ratio
   return prepare_decode(spec);
 }
 
-// Every sequence cut into splits of exactly `tiles_per_split` key tiles.
-DecodeSplitPlan forced_split_plan(const DecodeShape& shape, int tiles_per_split) {
-  DecodeSplitPlan plan;
-  plan.tiles_per_split = tiles_per_split;
-  std::vector<int64_t> splits;
-  for (int64_t len : shape.cache_len) {
-    const int64_t tiles = (len + kCacheBlock - 1) / kCacheBlock;
-    splits.push_back((tiles + tiles_per_split - 1) / tiles_per_split);
-  }
-  plan.split_offset = prefix_sums(splits);
-  return plan;
-}
-
 DecodeSplitPlan device_split_plan(const DecodeShape& shape) {
-  return make_decode_split_plan(shape, gpu::device_info(0).sm_count);
+  return decode_split_plan(shape, CacheKind::int8, gpu::device_info(0).sm_count);
 }
 
 Agreement agreement(const DecodeOutput& got, const DecodeResult& want) {
@@ -149,8 +136,8 @@ TEST_CASE("decode over the INT8 and FP16 caches matches the emulator", "[gpu][de
     SECTION(pr.name) {
       const DecodeShape shape = make_decode_shape(pr.hq, pr.hk, pr.d, pr.cache_len, pr.new_tokens);
       // The device's plan, single-tile splits (many partial states per row) and uneven splits.
-      const std::vector<DecodeSplitPlan> split_plans = {device_split_plan(shape), forced_split_plan(shape, 1),
-                                                        forced_split_plan(shape, 3)};
+      const std::vector<DecodeSplitPlan> split_plans = {device_split_plan(shape), fixed_decode_split_plan(shape, 1),
+                                                        fixed_decode_split_plan(shape, 3)};
       for (const Route& route : routes) {
         const PreparedDecode pd = prepare(shape, route.layout, route.ratio, pr.input, 17);
         for (size_t sp = 0; sp < split_plans.size(); ++sp) {

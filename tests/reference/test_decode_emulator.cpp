@@ -135,7 +135,7 @@ TEST_CASE("decode emulator follows the documented rounding points", "[decode]") 
   Fp16KvCache fp16 = make_fp16_cache(layout);
   append_tokens(int8, {2}, k, v);
   append_tokens(fp16, {2}, k, v);
-  const DecodeSplitPlan splits = make_decode_split_plan(s, 132);
+  const DecodeSplitPlan splits = make_decode_split_plan(s, 132, 3);
   RoutingRequest request;
   request.geometry = kDecodeGeometry;
   request.layout = LayoutKind::zero;
@@ -202,7 +202,7 @@ TEST_CASE("decode emulator over the FP16 cache is exact up to FP16 rounding", "[
   for (InputKind input : {InputKind::gaussian, InputKind::llm_like}) {
     const DecodeProblem p = make_problem(8, 2, 128, {1, 63, 64, 65, 1500}, {1, 4, 16, 16, 4}, LayoutKind::zero, 0.0,
                                          input, 3);
-    const DecodeSplitPlan splits = make_decode_split_plan(p.pd.shape, 132);
+    const DecodeSplitPlan splits = make_decode_split_plan(p.pd.shape, 132, 3);
     const DecodeResult emu = emulate_decode_fp16(p.pd.shape, p.pd.q, p.pd.fp16, splits);
     const ExactResult ref = exact_of(p.pd);
     const Deviation dev = compare(emu.o, ref.o);
@@ -217,7 +217,7 @@ TEST_CASE("INT8 cache: zero routing carries only the cache's INT8 error, routing
   const DecodeProblem p =
       make_problem(8, 2, 128, {1, 63, 64, 65, 2000}, {1, 4, 16, 16, 8}, LayoutKind::zero, 0.0, InputKind::gaussian, 4);
   const PreparedDecode& pd = p.pd;
-  const DecodeSplitPlan splits = make_decode_split_plan(pd.shape, 132);
+  const DecodeSplitPlan splits = make_decode_split_plan(pd.shape, 132, 3);
   const std::vector<double> dequantized = dequantized_reference(pd);
   const ExactResult exact = exact_of(pd);
   const double cache_error = deviation(dequantized, exact.o).rel_l2;
@@ -241,7 +241,7 @@ TEST_CASE("INT8 cache: the routing error grows with INT8 coverage", "[decode]") 
   const DecodeProblem p =
       make_problem(8, 2, 128, {3000, 700}, {4, 16}, LayoutKind::zero, 0.0, InputKind::gaussian, 6);
   const PreparedDecode& pd = p.pd;
-  const DecodeSplitPlan splits = make_decode_split_plan(pd.shape, 132);
+  const DecodeSplitPlan splits = make_decode_split_plan(pd.shape, 132, 3);
   const std::vector<double> dequantized = dequantized_reference(pd);
   double previous = 0.0;
   for (double ratio : {0.0, 0.25, 0.5, 0.75, 1.0}) {
@@ -292,7 +292,7 @@ TEST_CASE("decode emulator: GQA 1/4/8, 1/4/16 new tokens, caches of 1, 63, 64, 6
       const DecodeProblem p = make_problem(group * hk, hk, 64, cache_len, new_tokens, LayoutKind::band, 0.5,
                                            InputKind::gaussian, ++seed);
       const PreparedDecode& pd = p.pd;
-      const DecodeSplitPlan splits = make_decode_split_plan(pd.shape, 132, 1);
+      const DecodeSplitPlan splits = make_decode_split_plan(pd.shape, 132, 3, 1);
       const ExactResult exact = exact_of(pd);
       INFO("group " << group << " new tokens " << n);
       const DecodeResult fp16 = emulate_decode_fp16(pd.shape, pd.q, pd.fp16, splits);
@@ -310,7 +310,7 @@ TEST_CASE("decode emulator is deterministic and fast at a few thousand cached to
       make_problem(8, 2, 128, {4096, 4096, 4096, 4096}, {16, 16, 16, 16}, LayoutKind::band, 0.5,
                    InputKind::gaussian, 8);
   const PreparedDecode& pd = p.pd;
-  const DecodeSplitPlan splits = make_decode_split_plan(pd.shape, 132);
+  const DecodeSplitPlan splits = make_decode_split_plan(pd.shape, 132, 3);
   const auto t0 = std::chrono::steady_clock::now();
   const DecodeResult a = emulate_decode_int8(pd.shape, pd.q, pd.int8, pd.plan, splits);
   const double int8_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -333,7 +333,7 @@ TEST_CASE("decode emulator rejects plans, caches and splits of another shape", "
   const DecodeProblem p =
       make_problem(4, 2, 64, {100, 70}, {4, 2}, LayoutKind::one, 1.0, InputKind::gaussian, 9);
   const PreparedDecode& pd = p.pd;
-  const DecodeSplitPlan splits = make_decode_split_plan(pd.shape, 132);
+  const DecodeSplitPlan splits = make_decode_split_plan(pd.shape, 132, 3);
   DecodeShape longer = pd.shape;
   longer.cache_len = {101, 70};
   CHECK_THROWS_AS(emulate_decode_int8(longer, pd.q, pd.int8, pd.plan, splits), std::invalid_argument);

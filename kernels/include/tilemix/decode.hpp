@@ -14,6 +14,7 @@
 
 #include "core/decode/decode_shape.hpp"
 #include "core/quant.hpp"
+#include "kernels/decode/decode_config.hpp"
 
 namespace tilemix::gpu {
 
@@ -100,6 +101,13 @@ struct DecodeParams {
 inline size_t decode_workspace_bytes(int hq, int d, int batch, int64_t total_splits) {
   if (total_splits <= batch) return 0;
   return static_cast<size_t>(total_splits) * hq * kMaxDecodeTokens * (2 + d) * sizeof(float);
+}
+
+// CTAs of the decode kernel for this cache and shape that one multiprocessor keeps resident:
+// with the multiprocessor count, what make_decode_split_plan sizes its waves by.
+inline int decode_resident_ctas(bool int8_cache, int hq, int hk, int max_new_tokens) {
+  const int rows = decode_heads_per_cta(hq, hk, max_new_tokens) * max_new_tokens;
+  return decode_resident_ctas(int8_cache ? DecodeCache::int8 : DecodeCache::fp16, rows);
 }
 
 // Decode over the INT8 cache (K8/V8 and block scales): per key tile the route picks the INT8
