@@ -14,7 +14,7 @@ struct TimingOptions {
   int max_reps = 200;
   double max_seconds = 2.0;  // wall-clock budget of the repetitions of one row
   double noise = 0.01;       // stop when the standard error of the mean over the median is below this
-  bool flush_l2 = false;     // write a buffer larger than L2 before each repetition
+  bool flush_l2 = false;     // read a buffer larger than L2 before each repetition
 };
 
 struct TimingResult {
