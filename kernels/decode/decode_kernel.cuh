@@ -527,12 +527,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
         row_max[f][e] = m_new;
       }
     }
+    // O *= alpha, skipped when no column of the warp moved its maximum (alpha = 1 leaves O
+    // unchanged): over a long cache the maxima settle early, and the rescale is DS * QF * 4
+    // multiplies per thread and tile.
+    bool moved = false;
 #pragma unroll
-    for (int ds = 0; ds < DS; ++ds)
+    for (int f = 0; f < QF; ++f) moved = moved || alpha[f][0] != 1.0f || alpha[f][1] != 1.0f;
+    if (__any_sync(0xffffffffu, moved)) {
 #pragma unroll
-      for (int f = 0; f < QF; ++f)
+      for (int ds = 0; ds < DS; ++ds)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) o[ds][f][e] = __fmul_rn(o[ds][f][e], alpha[f][e & 1]);
+        for (int f = 0; f < QF; ++f)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[ds][f][e] = __fmul_rn(o[ds][f][e], alpha[f][e & 1]);
+    }
 
     Math::pv(o, s, v_lane + stage_bytes, Cfg::kInt8 ? scales[1] : 1.0f);
     stage = stage + 1 == kStages ? 0 : stage + 1;
