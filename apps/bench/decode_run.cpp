@@ -114,6 +114,7 @@ struct MethodRun {
   std::optional<gpu::TimingResult> decode, append;
   std::string status = "ok";
   int64_t resident_bytes = 0, bytes_moved = 0, total_splits = 0;
+  DecodeMainloop mainloop = DecodeMainloop::mma_sync;  // the one that ran
 };
 
 // The config's methods that run decode cases (all of them when the config names none).
@@ -175,8 +176,11 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
         MethodRun run;
         if (problem) {
           DecodeGpu& decode = *problem->decode;
-          decode.set_split_plan(decode_split_plan(shape, kind, device.sm_count, spec.decode->tiles_per_split));
+          decode.set_split_plan(
+              decode_split_plan(shape, kind, device.sm_count, spec.decode->tiles_per_split, spec.decode->mainloop));
+          decode.set_mainloop(spec.decode->mainloop);
           run.total_splits = decode.splits().total_splits();
+          run.mainloop = decode.resolved_mainloop(kind);
           run.decode = gpu::time_launches([&](int) { decode.launch(kind); }, timing);
           run.append = gpu::time_launches([&](int) { problem->append_new->launch(kind); }, timing);
           run.resident_bytes = decode.resident_bytes(kind);
@@ -221,8 +225,9 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
               routed ? Cell{spec.routing.ratio} : Cell{}, routed && problem ? Cell{plan.coverage.groups()} : Cell{},
               routed && problem ? Cell{params_text} : Cell{}, int64_t{shape.batch()}, int64_t{shape.hq},
               int64_t{shape.hk}, int64_t{shape.d}, uniform_or_minus_one(shape.cache_len),
-              uniform_or_minus_one(shape.new_tokens), splits, median, min_ms, max_ms, rel_std, reps, gbps, copy_gbps,
-              pct, speedup, append_ms, resident, clock, int64_t{device_index}, run.status});
+              uniform_or_minus_one(shape.new_tokens), std::string(to_string(run.mainloop)), splits, median, min_ms,
+              max_ms, rel_std, reps, gbps, copy_gbps, pct, speedup, append_ms, resident, clock, int64_t{device_index},
+              run.status});
       }
     }
   }
@@ -250,6 +255,7 @@ ResultTable decode_bench_table() {
                {"d", "d"},
                {"cache_len", "L"},
                {"new_tokens", "new"},
+               {"mainloop", "mainloop"},
                {"splits", "splits"},
                {"median_ms", "median ms", 4},
                {"min_ms", "min ms", 4},

@@ -45,7 +45,8 @@ DecodeCheck run_decode_check(const CaseSpec& spec, int sm_count, ResultTable& ta
   check.prepared = prepare_decode(spec);
   const PreparedDecode& pd = check.prepared;
   check.sm_count = sm_count;
-  check.splits = decode_split_plan(pd.shape, spec.decode->cache, sm_count, spec.decode->tiles_per_split);
+  check.splits = decode_split_plan(pd.shape, spec.decode->cache, sm_count, spec.decode->tiles_per_split,
+                                   spec.decode->mainloop);
   check.emulator = spec.decode->cache == CacheKind::int8
                        ? emulate_decode_int8(pd.shape, pd.q, pd.int8, pd.plan, check.splits)
                        : emulate_decode_fp16(pd.shape, pd.q, pd.fp16, check.splits);

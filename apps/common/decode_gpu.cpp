@@ -166,12 +166,23 @@ void DecodeGpu::set_split_plan(const DecodeSplitPlan& splits) {
   if (bytes > workspace_.bytes()) workspace_ = gpu::DeviceBuffer(bytes, "decode split workspace");
 }
 
-DecodeSplitPlan decode_split_plan(const DecodeShape& shape, CacheKind kind, int sm_count, int tiles_per_split) {
+DecodeMainloop DecodeGpu::resolved_mainloop(CacheKind kind) const {
+  if (kind == CacheKind::fp16) return DecodeMainloop::mma_sync;
+  int max_new = 1;
+  for (int64_t n : shape_.new_tokens) max_new = std::max<int>(max_new, static_cast<int>(n));
+  const int rows = decode_heads_per_cta(shape_.hq, shape_.hk, max_new) * max_new;
+  return gpu::decode_mainloop(mainloop_, gpu::DecodeCache::int8, shape_.d, rows);
+}
+
+DecodeSplitPlan decode_split_plan(const DecodeShape& shape, CacheKind kind, int sm_count, int tiles_per_split,
+                                  DecodeMainloop mainloop) {
   if (tiles_per_split > 0) return fixed_decode_split_plan(shape, tiles_per_split);
   int max_new = 1;
   for (int64_t n : shape.new_tokens) max_new = std::max<int>(max_new, static_cast<int>(n));
   return make_decode_split_plan(
-      shape, sm_count, gpu::decode_resident_ctas(kind == CacheKind::int8, shape.hq, shape.hk, max_new));
+      shape, sm_count,
+      gpu::decode_resident_ctas(kind == CacheKind::int8, shape.d, shape.hq, shape.hk, max_new,
+                                kind == CacheKind::int8 ? mainloop : DecodeMainloop::mma_sync));
 }
 
 DecodeGpu::DecodeGpu(const PreparedDecode& pd, const DecodeSplitPlan& splits)
@@ -211,6 +222,7 @@ gpu::DecodeParams DecodeGpu::params(CacheKind kind) const {
   p.tiles_per_split = splits_.tiles_per_split;
   p.total_splits = splits_.total_splits();
   p.workspace = workspace_.data();
+  if (kind == CacheKind::int8) p.mainloop = mainloop_;
   return p;
 }
 

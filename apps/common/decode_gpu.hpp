@@ -70,7 +70,8 @@ class GpuAppend {
 // The split plan of `kind`'s decode kernel on a GPU of `sm_count` multiprocessors (the INT8 and
 // FP16 kernels keep different numbers of CTAs resident, so their plans differ).
 // `tiles_per_split` > 0 forces that many key tiles per split instead (a config's tiles_per_split).
-DecodeSplitPlan decode_split_plan(const DecodeShape& shape, CacheKind kind, int sm_count, int tiles_per_split = 0);
+DecodeSplitPlan decode_split_plan(const DecodeShape& shape, CacheKind kind, int sm_count, int tiles_per_split = 0,
+                                  DecodeMainloop mainloop = DecodeMainloop::automatic);
 
 class DecodeGpu {
  public:
@@ -93,6 +94,10 @@ class DecodeGpu {
   const DecodeSplitPlan& splits() const { return splits_; }
   // Replaces the split plan (same batch); the workspace grows when the new plan needs more.
   void set_split_plan(const DecodeSplitPlan& splits);
+  // The INT8 cache's mainloop (automatic unless set).
+  void set_mainloop(DecodeMainloop mainloop) { mainloop_ = mainloop; }
+  // The mainloop a call of `kind` runs (automatic resolved; the FP16 cache always mma.sync).
+  DecodeMainloop resolved_mainloop(CacheKind kind) const;
   // Device bytes one call of `kind` keeps resident: its cache, queries, outputs, workspace and
   // the plan arrays (routing for INT8).
   int64_t resident_bytes(CacheKind kind) const;
@@ -109,6 +114,7 @@ class DecodeGpu {
   gpu::DeviceBuffer q_, o_, lse_, cu_new_, cache_len_, split_offset_, workspace_;
   gpu::DeviceBuffer words_, group_;
   bool routed_ = false;
+  DecodeMainloop mainloop_ = DecodeMainloop::automatic;
 };
 
 }  // namespace tilemix::app

@@ -23,7 +23,7 @@ const std::vector<std::string> kCaseKeys = {"name",       "batch", "seq_len", "l
                                             "layout",     "ratio", "seed",    "group", "block_m", "block_n",
                                             "words_file", "mode",  "state",   "accum", "input",   "tolerance",
                                             "kind",       "cache_len", "cache_lens", "new_tokens", "cache",
-                                            "append_steps", "tiles_per_split"};
+                                            "append_steps", "tiles_per_split", "mainloop"};
 const std::vector<std::string> kInputKeys = {
     "kind", "seed", "stddev", "outlier_channels", "outlier_scale", "sink_scale", "local_bias",
     "q",    "k",    "v",      "allow_nonfinite"};
@@ -33,7 +33,7 @@ const std::vector<std::string> kLengthKeys = {"seq_len",   "lq",        "lk",   
                                               "seqlens_k", "cache_len", "cache_lens"};
 // Keys of one kind of case only; the other kind rejects them by name.
 const std::vector<std::string> kDecodeOnlyKeys = {"cache_len", "cache_lens", "new_tokens", "cache", "append_steps",
-                                                  "tiles_per_split"};
+                                                  "tiles_per_split", "mainloop"};
 const std::vector<std::string> kPrefillOnlyKeys = {"seq_len", "lq",    "lk",    "seqlens_q", "seqlens_k", "causal",
                                                    "mode",    "state", "accum", "block_m",   "block_n"};
 
@@ -542,6 +542,10 @@ CaseSpec read_case(const json& merged, const Origins& origins, const Context& ct
     dc.cache = read_enum<CacheKind>(r, "cache", {{"int8", CacheKind::int8}, {"fp16", CacheKind::fp16}}, dc.cache);
     dc.append_steps = int_in(r, "append_steps", 1, kMaxAppendSteps).value_or(dc.append_steps);
     dc.tiles_per_split = int_in(r, "tiles_per_split", 0, 1 << 24).value_or(0);  // 0: the GPU plan
+    dc.mainloop = read_enum<DecodeMainloop>(
+        r, "mainloop",
+        {{"auto", DecodeMainloop::automatic}, {"mma_sync", DecodeMainloop::mma_sync}, {"wgmma", DecodeMainloop::wgmma}},
+        dc.mainloop);
     if (dc.cache == CacheKind::fp16 && routing.layout != LayoutKind::zero) {
       throw InputError(r.where("layout"), "must be zero with cache fp16 (the FP16 cache has no INT8 score path), got " +
                                               layout_name);

@@ -25,6 +25,8 @@ struct DecodeCaseSpec {
   // Key tiles per split of the split-K kernel and the emulator; 0: the plan for the GPU
   // (make_decode_split_plan).
   int tiles_per_split = 0;
+  // The INT8 cache's GPU mainloop.
+  DecodeMainloop mainloop = DecodeMainloop::automatic;
 };
 
 // Token counts of each append, in order (one vector of per-sequence counts per append).

@@ -7,6 +7,15 @@
 
 namespace tilemix {
 
+const char* to_string(DecodeMainloop m) {
+  switch (m) {
+    case DecodeMainloop::automatic: return "auto";
+    case DecodeMainloop::mma_sync: return "mma_sync";
+    case DecodeMainloop::wgmma: return "wgmma";
+  }
+  return "?";
+}
+
 int64_t DecodeShape::total_new() const {
   int64_t total = 0;
   for (int64_t n : new_tokens) total += n;

@@ -14,6 +14,12 @@ namespace tilemix {
 
 constexpr int kMaxDecodeTokens = 16;
 
+// Which decode mainloop a GPU call runs: mma.sync (every configuration) or wgmma (INT8 cache,
+// d = 128, up to 64 query rows per CTA); automatic takes wgmma where it applies and the CTA has
+// more than 32 rows (kernels/decode/decode_config.hpp says why).
+enum class DecodeMainloop { automatic, mma_sync, wgmma };
+const char* to_string(DecodeMainloop m);
+
 struct DecodeShape {
   int hq = 0, hk = 0, d = 0;
   float softmax_scale = 0.0f;         // 0 = 1/sqrt(d), resolved by validate_decode

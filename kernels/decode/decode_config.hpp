@@ -19,6 +19,30 @@ static_assert(kDecodeBlockN == kBlockK, "a decode key tile is one cache scale bl
 
 enum class DecodeCache { int8, fp16 };
 
+// The wgmma kernel: one warpgroup, the CTA's rows padded to the 64 rows of a wgmma tile, d = 128.
+// Three stages (48 KB of cache in flight per CTA) leave shared memory for the FP16 operands (Q,
+// K and V^T, 48 KB) and two CTAs per multiprocessor.
+inline constexpr int kDecodeWgmmaRows = 64;
+inline constexpr int kDecodeWgmmaDim = 128;
+inline constexpr int kDecodeWgmmaStages = 3;
+inline constexpr int kDecodeWgmmaCtasPerSm = 2;
+
+inline bool decode_wgmma_applies(DecodeCache cache, int d, int rows) {
+  return cache == DecodeCache::int8 && d == kDecodeWgmmaDim && rows <= kDecodeWgmmaRows;
+}
+// The mainloop `requested` resolves to. Automatic takes wgmma for 33 to 64 rows only: measured
+// on an H200 (results/h200/decode-mainloop-v1.json) the wgmma kernel wins at 64 rows (16 new
+// tokens x GQA 4: 1.15-1.2x) and loses at 16 and 32 rows (0.55-0.85x), where the mma.sync
+// kernel's 8-column tiles waste little and its four key warps hide more latency.
+inline constexpr int kDecodeWgmmaMinRows = 33;
+inline DecodeMainloop decode_mainloop(DecodeMainloop requested, DecodeCache cache, int d, int rows) {
+  if (requested == DecodeMainloop::automatic) {
+    return decode_wgmma_applies(cache, d, rows) && rows >= kDecodeWgmmaMinRows ? DecodeMainloop::wgmma
+                                                                                 : DecodeMainloop::mma_sync;
+  }
+  return requested;
+}
+
 // Row configurations: the CTA's query rows rounded up to one of these.
 inline int decode_row_config(int rows) {
   for (int r : {8, 16, 32, 64}) {
@@ -73,9 +97,11 @@ struct DecodeConfig {
   static_assert(kStages >= 3, "at least two tiles in flight");
 };
 
-// CTAs per multiprocessor the instance for `rows` query rows is built to keep resident (its
+// CTAs per multiprocessor the instance for `rows` query rows (and the resolved mainloop) is built
+// to keep resident (its
 // launch bounds; shared memory is sized to match): the split plan counts waves with it.
-inline int decode_resident_ctas(DecodeCache cache, int rows) {
+inline int decode_resident_ctas(DecodeCache cache, int rows, DecodeMainloop mainloop) {
+  if (mainloop == DecodeMainloop::wgmma) return kDecodeWgmmaCtasPerSm;
   const bool int8 = cache == DecodeCache::int8;
   switch (decode_row_config(rows)) {
     case 8: return int8 ? DecodeConfig<128, 8, DecodeCache::int8>::kMinBlocksPerSm

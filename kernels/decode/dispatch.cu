@@ -116,7 +116,15 @@ void run(const DecodeParams& p, bool int8, void* stream, const char* name) {
   k.scale_log2 = p.softmax_scale * kLog2e;  // fp32 product, as the emulator forms it
 
   const int rows = heads_per_cta * p.max_new_tokens;
-  if (int8) {
+  const DecodeCache cache = int8 ? DecodeCache::int8 : DecodeCache::fp16;
+  const DecodeMainloop mainloop = decode_mainloop(p.mainloop, cache, p.d, rows);
+  if (mainloop == DecodeMainloop::wgmma) {
+    require(decode_wgmma_applies(cache, p.d, rows), context,
+            "the wgmma mainloop needs the INT8 cache, d=128 and at most 64 query rows per CTA (got " +
+                std::string(int8 ? "int8" : "fp16") + ", d=" + std::to_string(p.d) + ", " + std::to_string(rows) +
+                " rows)");
+    launch_decode_wgmma(k, p.total_splits, stream, context);
+  } else if (int8) {
     p.d == 64 ? launch_rows<64, DecodeCache::int8>(rows, k, p.total_splits, stream, context)
               : launch_rows<128, DecodeCache::int8>(rows, k, p.total_splits, stream, context);
   } else {

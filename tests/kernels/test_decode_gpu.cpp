@@ -5,6 +5,7 @@
 // chunks past 128 query rows), d 64 and 128, layouts zero, one, band and sptrans; and a flipped
 // routing bit is caught.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -63,6 +64,10 @@ struct Problem {
   InputKind input;
 };
 
+int max_new_tokens(const DecodeShape& shape) {
+  return static_cast<int>(*std::max_element(shape.new_tokens.begin(), shape.new_tokens.end()));
+}
+
 // Query rows per CTA (query heads x max new tokens): 4 -> 8, 16, 32, 64, 128, and 256 (two head
 // chunks). Cache lengths around one tile, and a long one with many tiles and splits.
 const std::vector<Problem> kProblems = {
@@ -70,6 +75,7 @@ const std::vector<Problem> kProblems = {
     {"GQA4 d128 varlen, 64 rows", 8, 2, 128, {3000, 65, 1, 64, 63}, {16, 4, 1, 16, 4}, InputKind::llm_like},
     {"GQA8 d128, 128 rows", 8, 1, 128, {63, 3000, 64}, {4, 16, 16}, InputKind::gaussian},
     {"GQA4 d128 one new token (LLaMA-8B heads)", 32, 8, 128, {3000, 65, 1}, {1, 1, 1}, InputKind::llm_like},
+    {"GQA4 d128 3 to 8 new tokens, 32 rows", 32, 8, 128, {1000, 8, 129, 3}, {3, 8, 5, 3}, InputKind::llm_like},
     {"GQA8 d64 four new tokens, 32 rows", 16, 2, 64, {65, 3000}, {4, 4}, InputKind::gaussian},
     {"GQA16 d64 two head chunks", 16, 1, 64, {3000, 64}, {16, 16}, InputKind::llm_like},
 };
@@ -148,10 +154,17 @@ TEST_CASE("decode over the INT8 and FP16 caches matches the emulator", "[gpu][de
                          << " tiles_per_split=" << splits.tiles_per_split
                          << " splits=" << splits.total_splits());
           DecodeGpu gpu(pd, splits);
-          const Agreement a = agreement(gpu.run(CacheKind::int8),
-                                        emulate_decode_int8(shape, pd.q, pd.int8, pd.plan, splits));
-          INFO(a.describe());
-          CHECK(tight(a));
+          const DecodeResult expected = emulate_decode_int8(shape, pd.q, pd.int8, pd.plan, splits);
+          // Both mainloops where the wgmma one applies (d = 128, at most 64 rows per CTA).
+          std::vector<DecodeMainloop> mainloops = {DecodeMainloop::mma_sync};
+          const int rows = decode_heads_per_cta(pr.hq, pr.hk, max_new_tokens(shape)) * max_new_tokens(shape);
+          if (gpu::decode_wgmma_applies(gpu::DecodeCache::int8, pr.d, rows)) mainloops.push_back(DecodeMainloop::wgmma);
+          for (DecodeMainloop mainloop : mainloops) {
+            gpu.set_mainloop(mainloop);
+            const Agreement a = agreement(gpu.run(CacheKind::int8), expected);
+            INFO("mainloop " << to_string(mainloop) << ": " << a.describe());
+            CHECK(tight(a));
+          }
           if (route.layout == LayoutKind::zero) {
             const Agreement f = agreement(gpu.run(CacheKind::fp16), emulate_decode_fp16(shape, pd.q, pd.fp16, splits));
             INFO("fp16 cache: " << f.describe());

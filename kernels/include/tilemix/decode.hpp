@@ -93,6 +93,8 @@ struct DecodeParams {
   int64_t total_splits = 0;
   // decode_workspace_bytes(...) bytes; may be null when that is 0.
   void* workspace = nullptr;
+  // decode_int8 only: the mainloop (wgmma needs d = 128 and at most 64 rows per CTA).
+  DecodeMainloop mainloop = DecodeMainloop::automatic;
 };
 
 // Scratch for the partial states of sequences with more than one split: (m, l) and O in fp32 per
@@ -105,9 +107,11 @@ inline size_t decode_workspace_bytes(int hq, int d, int batch, int64_t total_spl
 
 // CTAs of the decode kernel for this cache and shape that one multiprocessor keeps resident:
 // with the multiprocessor count, what make_decode_split_plan sizes its waves by.
-inline int decode_resident_ctas(bool int8_cache, int hq, int hk, int max_new_tokens) {
+inline int decode_resident_ctas(bool int8_cache, int d, int hq, int hk, int max_new_tokens,
+                                DecodeMainloop mainloop = DecodeMainloop::automatic) {
   const int rows = decode_heads_per_cta(hq, hk, max_new_tokens) * max_new_tokens;
-  return decode_resident_ctas(int8_cache ? DecodeCache::int8 : DecodeCache::fp16, rows);
+  const DecodeCache cache = int8_cache ? DecodeCache::int8 : DecodeCache::fp16;
+  return decode_resident_ctas(cache, rows, decode_mainloop(mainloop, cache, d, rows));
 }
 
 // Decode over the INT8 cache (K8/V8 and block scales): per key tile the route picks the INT8

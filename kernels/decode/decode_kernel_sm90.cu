@@ -1,0 +1,367 @@
+// The warpgroup (wgmma) decode kernel over the INT8 cache, for CTAs of 9 to 64 query rows at
+// d = 128 (GQA 4 with 3 to 16 new tokens). Same CTA work, same split plan, same numerics as
+// decode_kernel.cuh; what differs is the MMA: one warpgroup computes the 64 x 64 score tile and
+// the 64 x 128 output with wgmma, instead of every warp converting and multiplying the whole key
+// tile with mma.sync (at 16 new tokens the mma.sync kernel spends its time on four copies of the
+// conversions and on 512 m16n8k16 per tile; docs/perf-notes.md).
+//
+// Query rows r = token r / heads of head r % heads, padded with zero rows to 64. Per key tile:
+//   1. wait for the tile, barrier, issue the tile kStages - 1 ahead (cp.async, the K8 and V8
+//      tiles land K-major with the 128-byte swizzle, which is wgmma's operand layout);
+//   2. V8 converted once into V^T in FP16 (K-major for the P V product), and for an FP16-routed
+//      tile K8 into FP16 K;
+//   3. S = Q8 K8^T (wgmma s8, s = (float(C) * (q_scale * scale_log2)) * k_scale) or
+//      S = Q K^T on the FP16 codes (s = acc * (k_scale * scale_log2));
+//   4. -inf past the sequence or the causal limit; row maxima within the quad of lanes that
+//      holds a row; online softmax in fp32; O rescaled when a maximum moved;
+//   5. O += P V: P times the V block scale rounded to FP16, straight from the score registers.
+// Epilogue: o = fp16(O / l) and LSE, or (m, l, O) of a split for the combine kernel.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "core/decode/decode_shape.hpp"
+#include "kernels/common/check.cuh"
+#include "kernels/common/copy.cuh"
+#include "kernels/common/dependent_launch.cuh"
+#include "kernels/common/mma.cuh"
+#include "kernels/common/wgmma.cuh"
+#include "kernels/decode/decode_config.hpp"
+#include "kernels/decode/decode_kernel.cuh"
+#include "kernels/decode/decode_params.cuh"
+#include "kernels/decode/launch.hpp"
+#include "kernels/decode/fragments.cuh"
+#include "kernels/prefill/softmax.cuh"
+#include "kernels/quant/int8_codes.cuh"
+
+namespace tilemix::gpu {
+namespace {
+
+// Shared memory of the wgmma kernel, every operand 1024-byte aligned:
+// [stage s: K8 | V8] x kStages | Q (FP16, two 64-channel blocks) | Q8 | K (FP16, two blocks) |
+// V^T (FP16, 128 channel rows of 64 keys) | scales [kStages][2] | per-head |Q| maxima [64].
+struct DecodeWgmmaSmem {
+  using Tile = SwizzledTile<kDecodeBlockN, kDecodeWgmmaDim>;  // 64 keys x 128 codes
+  static constexpr int kStages = kDecodeWgmmaStages;
+  static constexpr int kTileBytes = Tile::kBytes;            // 8 KB
+  static constexpr int kStageBytes = 2 * kTileBytes;
+  static constexpr int kHalfBlock = 64 * 128;                // 64 rows x 64 FP16 channels
+  static constexpr int kQ16 = kStages * kStageBytes;
+  static constexpr int kQ8 = kQ16 + 2 * kHalfBlock;
+  static constexpr int kK16 = kQ8 + kDecodeWgmmaRows * 128;
+  static constexpr int kVt = kK16 + 2 * kHalfBlock;
+  static constexpr int kScales = kVt + kDecodeWgmmaDim * 128;
+  static constexpr int kHeadAbsmax = kScales + 64;
+  static constexpr int kBytes = kHeadAbsmax + kDecodeWgmmaRows * 4;
+  static constexpr int kAllocBytes = kBytes + 1024;  // the base is aligned at run time
+  static_assert(kStageBytes % 1024 == 0 && kQ16 % 1024 == 0 && kQ8 % 1024 == 0 && kK16 % 1024 == 0 &&
+                    kVt % 1024 == 0,
+                "wgmma operands are 1024-byte aligned");
+  static_assert(kStages * 8 <= 64, "scales fit their slot");
+
+  __device__ __forceinline__ static char* align(char* raw) {
+    const uint32_t misalign = smem_address(raw) & 1023u;
+    return raw + ((1024u - misalign) & 1023u);
+  }
+};
+
+__global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
+    decode_wgmma_kernel(const __grid_constant__ DecodeKernelParams p) {
+  using Smem = DecodeWgmmaSmem;
+  using Tile = Smem::Tile;
+  constexpr int D = kDecodeWgmmaDim, kStages = Smem::kStages, kThreads = 128;
+  constexpr float kLn2 = 0.69314718055994530942f;
+  allow_dependent_launch();
+  extern __shared__ __align__(1024) char smem_raw[];
+  char* smem = Smem::align(smem_raw);
+  const uint32_t base = smem_address(smem);
+
+  DecodeBlock blk;
+  blk.init(p);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, tq = lane & 3;
+
+  const int64_t first_row = p.cu_capacity[blk.b] + static_cast<int64_t>(blk.tile_begin) * kDecodeBlockN;
+  const int64_t head_bytes = static_cast<int64_t>(blk.kv_head) * D;
+  const char* k_src = p.k + first_row * p.cache_row_bytes + head_bytes;
+  const char* v_src = p.v + first_row * p.cache_row_bytes + head_bytes;
+  const int64_t scale_first = (p.cu_blocks[blk.b] + blk.tile_begin) * p.hk + blk.kv_head;
+  const int64_t tile_bytes = kDecodeBlockN * p.cache_row_bytes;
+  const auto issue = [&](int t, int stage) {
+    const int i = t - blk.tile_begin;
+    const int valid = min(kDecodeBlockN, blk.len - t * kDecodeBlockN);
+    const uint32_t k_dst = base + stage * Smem::kStageBytes;
+    load_tile_async<Tile, kThreads>(k_dst, k_src + i * tile_bytes, p.cache_row_bytes, valid, tid);
+    load_tile_async<Tile, kThreads>(k_dst + Smem::kTileBytes, v_src + i * tile_bytes, p.cache_row_bytes, valid, tid);
+    if (tid == 0) {
+      const uint32_t scales = base + Smem::kScales + stage * 8;
+      cp_async_4(scales, p.k_scale + scale_first + static_cast<int64_t>(i) * p.hk);
+      cp_async_4(scales + 4, p.v_scale + scale_first + static_cast<int64_t>(i) * p.hk);
+    }
+  };
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (blk.tile_begin + i < blk.tile_end) issue(blk.tile_begin + i, i);
+    cp_async_commit();
+  }
+
+  const uint64_t word = p.words[static_cast<int64_t>(blk.kv_head) * p.batch + blk.b];
+  const int group = p.group[blk.b];
+  bool needs_q8;
+  {
+    const int g0 = blk.tile_begin / group, groups = (blk.tile_end - 1) / group - g0 + 1;
+    const uint64_t live = word >> g0;
+    needs_q8 = (groups >= 64 ? live : live & ((1ull << groups) - 1ull)) != 0;
+  }
+
+  // Q into shared memory: item (row, 16-channel chunk), rows past the CTA's rows zero.
+  unsigned* head_absmax = reinterpret_cast<unsigned*>(smem + Smem::kHeadAbsmax);
+  if (tid < kDecodeWgmmaRows) head_absmax[tid] = 0u;
+  __syncthreads();
+  const auto q_chunk = [&](int r, int chunk, uint4& lo, uint4& hi) {
+    lo = hi = make_uint4(0u, 0u, 0u, 0u);
+    if (r < blk.rows) {
+      const __half* row = p.q + (blk.token(p, r) * p.hq + blk.head(r)) * D + 16 * chunk;
+      lo = *reinterpret_cast<const uint4*>(row);
+      hi = *reinterpret_cast<const uint4*>(row + 8);
+    }
+  };
+  for (int item = tid; item < kDecodeWgmmaRows * (D / 16); item += kThreads) {
+    const int r = item / (D / 16), chunk = item % (D / 16);
+    uint4 lo, hi;
+    q_chunk(r, chunk, lo, hi);
+    char* q16 = smem + Smem::kQ16 + (chunk / 4) * Smem::kHalfBlock;
+    *reinterpret_cast<uint4*>(q16 + sw128_offset(r, (chunk % 4) * 32)) = lo;
+    *reinterpret_cast<uint4*>(q16 + sw128_offset(r, (chunk % 4) * 32 + 16)) = hi;
+    // Non-negative floats order like their bit patterns.
+    if (needs_q8 && r < blk.rows) atomicMax(&head_absmax[r % blk.heads], __float_as_uint(absmax8(hi, absmax8(lo, 0.0f))));
+  }
+  // Q8 per (sequence, head) over all the head's rows, as quantize_blockwise with BLKQ = 128.
+  float q_factor[2] = {0.0f, 0.0f};
+  if (needs_q8) {
+    __syncthreads();
+    for (int item = tid; item < kDecodeWgmmaRows * (D / 16); item += kThreads) {
+      const int r = item / (D / 16), chunk = item % (D / 16);
+      uint4 lo, hi;
+      q_chunk(r, chunk, lo, hi);
+      const Int8Encoder encoder(int8_block_scale(__uint_as_float(head_absmax[r % blk.heads])));
+      const uint2 a = encoder.encode8(lo), b = encoder.encode8(hi);
+      *reinterpret_cast<uint4*>(smem + Smem::kQ8 + sw128_offset(r, 16 * chunk)) = make_uint4(a.x, a.y, b.x, b.y);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = 16 * warp + g + 8 * i;
+      q_factor[i] = __fmul_rn(int8_block_scale(__uint_as_float(head_absmax[r % blk.heads])), p.scale_log2);
+    }
+  }
+
+  const int rows_of_thread[2] = {16 * warp + g, 16 * warp + g + 8};
+  const int visible[2] = {blk.visible(rows_of_thread[0]), blk.visible(rows_of_thread[1])};
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+  float o[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
+  const int mask_from = blk.len - blk.n + 1;
+
+  int stage = 0;
+  for (int t = blk.tile_begin; t < blk.tile_end; ++t) {
+    cp_async_wait<kStages - 2>();
+    fence_proxy_async_shared();  // the landed K8 tile (and Q, K, V^T writes) reach wgmma's reads
+    __syncthreads();
+    if (t + kStages - 1 < blk.tile_end) issue(t + kStages - 1, stage == 0 ? kStages - 1 : stage - 1);
+    cp_async_commit();
+
+    const uint32_t k8 = base + stage * Smem::kStageBytes;
+    const char* k8_ptr = smem + stage * Smem::kStageBytes;
+    const char* v8_ptr = k8_ptr + Smem::kTileBytes;
+    const float* scales = reinterpret_cast<const float*>(smem + Smem::kScales + stage * 8);
+    const bool int8_route = (word >> (t / group)) & 1ull;
+
+    // V^T in FP16: lane = key pair (2 lane, 2 lane + 1), warp = channel chunks 2 warp, 2 warp + 1.
+#pragma unroll
+    for (int c = 2 * warp; c < 2 * warp + 2; ++c) {
+      const uint4 a = *reinterpret_cast<const uint4*>(v8_ptr + sw128_offset(2 * lane, 16 * c));
+      const uint4 b = *reinterpret_cast<const uint4*>(v8_ptr + sw128_offset(2 * lane + 1, 16 * c));
+      const uint32_t wa[4] = {bias_codes(a.x), bias_codes(a.y), bias_codes(a.z), bias_codes(a.w)};
+      const uint32_t wb[4] = {bias_codes(b.x), bias_codes(b.y), bias_codes(b.z), bias_codes(b.w)};
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        // Bytes {a0, b0, a1, b1} and {a2, b2, a3, b3}: channel pairs of the two keys.
+        const uint32_t lo = __byte_perm(wa[w], wb[w], 0x5140), hi = __byte_perm(wa[w], wb[w], 0x7362);
+        const uint32_t ch[4] = {codes_to_half2(lo, kBytes01), codes_to_half2(lo, kBytes23),
+                                codes_to_half2(hi, kBytes01), codes_to_half2(hi, kBytes23)};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int channel = 16 * c + 4 * w + e;
+          *reinterpret_cast<uint32_t*>(smem + Smem::kVt + sw128_offset(channel, 4 * lane)) = ch[e];
+        }
+      }
+    }
+    // FP16 route: K8 into FP16 K, item (key, 16-code chunk).
+    if (!int8_route) {
+      for (int item = tid; item < kDecodeBlockN * (D / 16); item += kThreads) {
+        const int key = item / (D / 16), chunk = item % (D / 16);
+        const uint4 c = *reinterpret_cast<const uint4*>(k8_ptr + sw128_offset(key, 16 * chunk));
+        const uint32_t w[4] = {bias_codes(c.x), bias_codes(c.y), bias_codes(c.z), bias_codes(c.w)};
+        char* k16 = smem + Smem::kK16 + (chunk / 4) * Smem::kHalfBlock;
+        *reinterpret_cast<uint4*>(k16 + sw128_offset(key, (chunk % 4) * 32)) =
+            make_uint4(codes_to_half2(w[0], kBytes01), codes_to_half2(w[0], kBytes23), codes_to_half2(w[1], kBytes01),
+                       codes_to_half2(w[1], kBytes23));
+        *reinterpret_cast<uint4*>(k16 + sw128_offset(key, (chunk % 4) * 32 + 16)) =
+            make_uint4(codes_to_half2(w[2], kBytes01), codes_to_half2(w[2], kBytes23), codes_to_half2(w[3], kBytes01),
+                       codes_to_half2(w[3], kBytes23));
+      }
+    }
+    fence_proxy_async_shared();
+    __syncthreads();
+
+    // S = Q K^T: element 4j + e is row rows_of_thread[e / 2], key 8j + 2 tq + e % 2 of the tile.
+    float s[32];
+    wgmma_fence();
+    if (int8_route) {
+      int acc[32];
+#pragma unroll
+      for (int kk = 0; kk < D / 32; ++kk) {
+        wgmma_m64n64k32_s8(acc, sw128_desc(base + Smem::kQ8 + 32 * kk), sw128_desc(k8 + 32 * kk), kk);
+      }
+      wgmma_commit();
+      wgmma_wait_all();
+      wgmma_fence_operands(acc);
+      const float k_scale = scales[0];
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        s[i] = __fmul_rn(__fmul_rn(__int2float_rn(acc[i]), q_factor[(i >> 1) & 1]), k_scale);
+      }
+    } else {
+      float acc[32];
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint32_t step = (kk / 4) * Smem::kHalfBlock + 32 * (kk % 4);
+        wgmma_m64n64k16_f16(acc, sw128_desc(base + Smem::kQ16 + step), sw128_desc(base + Smem::kK16 + step), kk);
+      }
+      wgmma_commit();
+      wgmma_wait_all();
+      wgmma_fence_operands(acc);
+      const float k_factor = __fmul_rn(scales[0], p.scale_log2);
+#pragma unroll
+      for (int i = 0; i < 32; ++i) s[i] = __fmul_rn(acc[i], k_factor);
+    }
+    if ((t + 1) * kDecodeBlockN > mask_from) {
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        const int key = t * kDecodeBlockN + 8 * (i >> 2) + 2 * tq + (i & 1);
+        if (key >= visible[(i >> 1) & 1]) s[i] = -INFINITY;
+      }
+    }
+
+    // Online softmax per row; a row's 64 keys lie in the 4 lanes of its quad, 16 per lane (8
+    // blocks of 2).
+    float alpha[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float x = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) x = fmaxf(x, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+      x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+      x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+      const float m_new = fmaxf(row_max[h], x);
+      const float ref = m_new == -INFINITY ? 0.0f : m_new;
+      alpha[h] = exp2_approx(__fsub_rn(row_max[h], ref));
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& v = s[4 * j + 2 * h + e];
+          v = exp2_approx(__fsub_rn(v, ref));
+          sum = __fadd_rn(sum, v);
+        }
+      }
+      row_sum[h] = __fadd_rn(__fmul_rn(row_sum[h], alpha[h]), sum);
+      row_max[h] = m_new;
+    }
+    if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
+#pragma unroll
+      for (int i = 0; i < 64; ++i) o[i] = __fmul_rn(o[i], alpha[(i >> 1) & 1]);
+    }
+
+    // O += P V^T-operand: the k16 step kk covers keys 16 kk .. 16 kk + 15, i.e. score blocks 2 kk
+    // and 2 kk + 1, which are exactly the A fragment of that step.
+    const float v_scale = scales[1];
+    uint32_t a[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float* blk_s = s + 4 * (2 * kk + half);
+        a[kk][2 * half] = pack_half2(__fmul_rn(blk_s[0], v_scale), __fmul_rn(blk_s[1], v_scale));
+        a[kk][2 * half + 1] = pack_half2(__fmul_rn(blk_s[2], v_scale), __fmul_rn(blk_s[3], v_scale));
+      }
+    }
+    wgmma_fence_operands(o);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wgmma_m64n128k16_f16_rs(o, a[kk], sw128_desc(base + Smem::kVt + 32 * kk));
+    wgmma_commit();
+    wgmma_wait_all();
+    wgmma_fence_operands(o);
+    stage = stage + 1 == kStages ? 0 : stage + 1;
+  }
+  cp_async_wait<0>();
+
+  // Epilogue: each row's l over its quad; O element 4j + e is channel 8j + 2 tq + e % 2.
+  const bool direct = blk.splits == 1;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = row_sum[h];
+    l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 1));
+    l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 2));
+    const int r = rows_of_thread[h];
+    if (r >= blk.rows) continue;
+    const int64_t token = blk.token(p, r);
+    const int head = blk.head(r);
+    if (direct) {
+      __half* out = p.o + (token * p.hq + head) * D;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const uint32_t v =
+            l == 0.0f ? 0u : pack_half2(__fdiv_rn(o[4 * j + 2 * h], l), __fdiv_rn(o[4 * j + 2 * h + 1], l));
+        *reinterpret_cast<uint32_t*>(out + 8 * j + 2 * tq) = v;
+      }
+      if (tq == 0 && p.lse != nullptr) {
+        p.lse[static_cast<int64_t>(head) * p.total_new + token] =
+            l == 0.0f ? -INFINITY : __fmul_rn(__fadd_rn(row_max[h], log2f(l)), kLn2);
+      }
+    } else {
+      const int64_t ws_row =
+          ((p.split_offset[blk.b] + blk.split) * p.hq + head) * kMaxDecodeTokens + (token - p.cu_new[blk.b]);
+      float* out = p.ws_o + ws_row * D;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        *reinterpret_cast<float2*>(out + 8 * j + 2 * tq) = make_float2(o[4 * j + 2 * h], o[4 * j + 2 * h + 1]);
+      }
+      if (tq == 0) p.ws_ml[ws_row] = make_float2(row_max[h], l);
+    }
+  }
+}
+
+}  // namespace
+
+void launch_decode_wgmma(const DecodeKernelParams& p, int64_t total_splits, void* stream,
+                                const std::string& context) {
+  constexpr int kSmemBytes = DecodeWgmmaSmem::kAllocBytes;
+  TILEMIX_CUDA_CHECK(
+      cudaFuncSetAttribute(decode_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes), context);
+  TILEMIX_CUDA_CHECK(cudaFuncSetAttribute(decode_wgmma_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          cudaSharedmemCarveoutMaxShared),
+                     context);
+  const dim3 grid(static_cast<unsigned>(total_splits * p.hk * p.head_chunks));
+  decode_wgmma_kernel<<<grid, 128, kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p);
+  TILEMIX_LAUNCH_CHECK("decode_wgmma_kernel", context + " grid=" + std::to_string(grid.x) +
+                                                  " smem=" + std::to_string(kSmemBytes));
+}
+
+}  // namespace tilemix::gpu
