@@ -4,7 +4,7 @@
 #                                   libraries the GPU machine may lack into .device-bin/
 #   scripts/device_batch.sh run [STEP...]   (on the GPU machine, from the repository root) runs
 #                                   the steps and leaves logs and JSON in $OUT (default out/)
-# Steps: info gpu-tests check sanitizer bench (default: all but bench). CHECK_CONFIGS and
+# Steps: info gpu-tests check sanitizer sanitizer-decode bench (default: all but bench). CHECK_CONFIGS and
 # BENCH_CONFIGS name the configs (configs/check/NAME.json, configs/bench/NAME.json) to run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +24,7 @@ run_steps() {
   mkdir -p "$out"
   export LD_LIBRARY_PATH="$PWD/$stage_dir:/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:${LD_LIBRARY_PATH:-}"
   local steps=("$@")
-  ((${#steps[@]})) || steps=(info gpu-tests check sanitizer)
+  ((${#steps[@]})) || steps=(info gpu-tests check sanitizer sanitizer-decode)
   for step in "${steps[@]}"; do
     echo "=== $step"
     case "$step" in
@@ -49,6 +49,15 @@ run_steps() {
             && echo "$tool: exit 0" || echo "$tool: exit $?"
         done
         grep -E "SUMMARY|passed," "$out"/sanitizer.log ;;
+      sanitizer-decode)
+        : > "$out"/sanitizer-decode.log
+        for tool in memcheck racecheck; do
+          echo "### compute-sanitizer --tool $tool tilemix_gpu_tests \"[decode]\"" >> "$out"/sanitizer-decode.log
+          /usr/local/cuda/bin/compute-sanitizer --tool "$tool" --error-exitcode 9 \
+            "$stage_dir"/tilemix_gpu_tests "[decode]" >> "$out"/sanitizer-decode.log 2>&1 \
+            && echo "$tool: exit 0" || echo "$tool: exit $?"
+        done
+        grep -E "SUMMARY|passed" "$out"/sanitizer-decode.log ;;
       bench)
         for name in ${BENCH_CONFIGS:-quick}; do
           "$stage_dir"/tilemix-bench --config configs/bench/"$name".json --device gpu --format md \
@@ -63,5 +72,5 @@ run_steps() {
 case "${1:-}" in
   stage) stage ;;
   run) shift; run_steps "$@" ;;
-  *) echo "usage: $0 stage | run [info gpu-tests check sanitizer bench]" >&2; exit 2 ;;
+  *) echo "usage: $0 stage | run [info gpu-tests check sanitizer sanitizer-decode bench]" >&2; exit 2 ;;
 esac
