@@ -100,6 +100,53 @@ struct DecodeBlock {
   __device__ __forceinline__ int visible(int r) const { return min(len, r / heads + len - n + 1); }
 };
 
+// The cache tiles of a CTA: tile t starts (t - tile_begin) * 64 rows after `k` / `v`. issue()
+// sends K, V (and for the INT8 cache the two block scales) of tile t as one cp.async group's
+// worth; rows past the cache end are zero-filled, so V contributes exact zeros there.
+template <class Tile, int kThreads, bool kInt8>
+struct DecodeTileLoader {
+  const char* k;
+  const char* v;
+  const float* k_scale;
+  const float* v_scale;
+  int64_t row_stride, tile_stride;
+  int hk, tile_begin, len;
+
+  __device__ __forceinline__ DecodeTileLoader(const DecodeKernelParams& p, const DecodeBlock& blk) {
+    const int64_t first_row = p.cu_capacity[blk.b] + static_cast<int64_t>(blk.tile_begin) * kDecodeBlockN;
+    const int64_t offset = first_row * p.cache_row_bytes + static_cast<int64_t>(blk.kv_head) * Tile::kRowBytes;
+    const int64_t first_scale = (p.cu_blocks[blk.b] + blk.tile_begin) * p.hk + blk.kv_head;
+    k = p.k + offset;
+    v = p.v + offset;
+    k_scale = kInt8 ? p.k_scale + first_scale : nullptr;
+    v_scale = kInt8 ? p.v_scale + first_scale : nullptr;
+    row_stride = p.cache_row_bytes;
+    tile_stride = kDecodeBlockN * p.cache_row_bytes;
+    hk = p.hk;
+    tile_begin = blk.tile_begin;
+    len = blk.len;
+  }
+
+  __device__ __forceinline__ void issue(int t, uint32_t k_dst, uint32_t v_dst, uint32_t scales_dst, int tid) const {
+    const int i = t - tile_begin;
+    const int valid = min(kDecodeBlockN, len - t * kDecodeBlockN);
+    load_tile_async<Tile, kThreads>(k_dst, k + i * tile_stride, row_stride, valid, tid);
+    load_tile_async<Tile, kThreads>(v_dst, v + i * tile_stride, row_stride, valid, tid);
+    if (kInt8 && tid == 0) {
+      cp_async_4(scales_dst, k_scale + static_cast<int64_t>(i) * hk);
+      cp_async_4(scales_dst + 4, v_scale + static_cast<int64_t>(i) * hk);
+    }
+  }
+};
+
+// Whether some tile of [tile_begin, tile_end) is INT8-routed: tile t is when bit t / group of
+// `word` is set.
+__device__ __forceinline__ bool any_int8_tile(uint64_t word, int group, int tile_begin, int tile_end) {
+  const int g0 = tile_begin / group, groups = (tile_end - 1) / group - g0 + 1;
+  const uint64_t live = word >> g0;
+  return (groups >= 64 ? live : live & ((1ull << groups) - 1ull)) != 0;
+}
+
 template <class Cfg>
 struct DecodeMath {
   using Smem = DecodeSmem<Cfg>;
@@ -307,27 +354,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   const int kw = warp % kKeyWarps, qw = warp / kKeyWarps;
   const int g = lane >> 2, tq = lane & 3;
 
-  // The CTA's cache rows: tile t starts (t - tile_begin) * 64 rows after `k_src` / `v_src`.
-  const int64_t first_row = p.cu_capacity[blk.b] + static_cast<int64_t>(blk.tile_begin) * Cfg::kBlockN;
-  const int64_t head_bytes = static_cast<int64_t>(blk.kv_head) * Cfg::kTileRowBytes;
-  const char* k_src = p.k + first_row * p.cache_row_bytes + head_bytes;
-  const char* v_src = p.v + first_row * p.cache_row_bytes + head_bytes;
-  const int64_t scale_first = (p.cu_blocks[blk.b] + blk.tile_begin) * p.hk + blk.kv_head;
-  const int64_t tile_bytes = Cfg::kBlockN * p.cache_row_bytes;
-  // Issues K, V (and the two scales) of tile t into `stage` as one cp.async group's worth. Rows
-  // past the cache end are zero-filled, so V contributes exact zeros there.
+  const DecodeTileLoader<Tile, Cfg::kThreads, Cfg::kInt8> tiles(p, blk);
   const auto issue = [&](int t, int stage) {
-    const int i = t - blk.tile_begin;
-    const int valid = min(Cfg::kBlockN, blk.len - t * Cfg::kBlockN);
-    load_tile_async<Tile, Cfg::kThreads>(smem_base + Smem::k(stage), k_src + i * tile_bytes, p.cache_row_bytes, valid,
-                                         tid);
-    load_tile_async<Tile, Cfg::kThreads>(smem_base + Smem::v(stage), v_src + i * tile_bytes, p.cache_row_bytes, valid,
-                                         tid);
-    if (Cfg::kInt8 && tid == 0) {
-      const uint32_t scales = smem_base + Smem::kScales + stage * 8;
-      cp_async_4(scales, p.k_scale + scale_first + static_cast<int64_t>(i) * p.hk);
-      cp_async_4(scales + 4, p.v_scale + scale_first + static_cast<int64_t>(i) * p.hk);
-    }
+    tiles.issue(t, smem_base + Smem::k(stage), smem_base + Smem::v(stage), smem_base + Smem::kScales + stage * 8,
+                tid);
   };
   // Prologue: kStages - 1 tiles in flight before anything else.
 #pragma unroll
@@ -343,9 +373,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   if constexpr (Cfg::kInt8) {
     word = p.words[static_cast<int64_t>(blk.kv_head) * p.batch + blk.b];
     group = p.group[blk.b];
-    const int g0 = blk.tile_begin / group, groups = (blk.tile_end - 1) / group - g0 + 1;
-    const uint64_t live = word >> g0;
-    needs_q8 = (groups >= 64 ? live : live & ((1ull << groups) - 1ull)) != 0;
+    needs_q8 = any_int8_tile(word, group, blk.tile_begin, blk.tile_end);
   }
 
   // Q fragments, straight from global memory (each thread loads its 8-row fragment words).

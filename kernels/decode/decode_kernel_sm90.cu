@@ -84,23 +84,10 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;
 
-  const int64_t first_row = p.cu_capacity[blk.b] + static_cast<int64_t>(blk.tile_begin) * kDecodeBlockN;
-  const int64_t head_bytes = static_cast<int64_t>(blk.kv_head) * D;
-  const char* k_src = p.k + first_row * p.cache_row_bytes + head_bytes;
-  const char* v_src = p.v + first_row * p.cache_row_bytes + head_bytes;
-  const int64_t scale_first = (p.cu_blocks[blk.b] + blk.tile_begin) * p.hk + blk.kv_head;
-  const int64_t tile_bytes = kDecodeBlockN * p.cache_row_bytes;
+  const DecodeTileLoader<Tile, kThreads, true> tiles(p, blk);
   const auto issue = [&](int t, int stage) {
-    const int i = t - blk.tile_begin;
-    const int valid = min(kDecodeBlockN, blk.len - t * kDecodeBlockN);
     const uint32_t k_dst = base + stage * Smem::kStageBytes;
-    load_tile_async<Tile, kThreads>(k_dst, k_src + i * tile_bytes, p.cache_row_bytes, valid, tid);
-    load_tile_async<Tile, kThreads>(k_dst + Smem::kTileBytes, v_src + i * tile_bytes, p.cache_row_bytes, valid, tid);
-    if (tid == 0) {
-      const uint32_t scales = base + Smem::kScales + stage * 8;
-      cp_async_4(scales, p.k_scale + scale_first + static_cast<int64_t>(i) * p.hk);
-      cp_async_4(scales + 4, p.v_scale + scale_first + static_cast<int64_t>(i) * p.hk);
-    }
+    tiles.issue(t, k_dst, k_dst + Smem::kTileBytes, base + Smem::kScales + stage * 8, tid);
   };
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
@@ -110,12 +97,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
 
   const uint64_t word = p.words[static_cast<int64_t>(blk.kv_head) * p.batch + blk.b];
   const int group = p.group[blk.b];
-  bool needs_q8;
-  {
-    const int g0 = blk.tile_begin / group, groups = (blk.tile_end - 1) / group - g0 + 1;
-    const uint64_t live = word >> g0;
-    needs_q8 = (groups >= 64 ? live : live & ((1ull << groups) - 1ull)) != 0;
-  }
+  const bool needs_q8 = any_int8_tile(word, group, blk.tile_begin, blk.tile_end);
 
   // Q into shared memory: item (row, 16-channel chunk), rows past the CTA's rows zero.
   unsigned* head_absmax = reinterpret_cast<unsigned*>(smem + Smem::kHeadAbsmax);
