@@ -20,12 +20,13 @@ static_assert(kDecodeBlockN == kBlockK, "a decode key tile is one cache scale bl
 enum class DecodeCache { int8, fp16 };
 
 // The wgmma kernel: one warpgroup, the CTA's rows padded to the 64 rows of a wgmma tile, d = 128.
-// Three stages (48 KB of cache in flight per CTA) leave shared memory for the FP16 operands (Q,
-// K and V^T, 48 KB) and two CTAs per multiprocessor.
+// Two stages (one 16 KB tile in flight while one is computed) and the FP16 K written over its own
+// stage keep shared memory at 72 KB, so three CTAs (12 warps) share a multiprocessor: the kernel
+// is bound by the latency of its per-tile chain (conversion, MMA, softmax), which more warps hide.
 inline constexpr int kDecodeWgmmaRows = 64;
 inline constexpr int kDecodeWgmmaDim = 128;
-inline constexpr int kDecodeWgmmaStages = 3;
-inline constexpr int kDecodeWgmmaCtasPerSm = 2;
+inline constexpr int kDecodeWgmmaStages = 2;
+inline constexpr int kDecodeWgmmaCtasPerSm = 3;
 
 inline bool decode_wgmma_applies(DecodeCache cache, int d, int rows) {
   return cache == DecodeCache::int8 && d == kDecodeWgmmaDim && rows <= kDecodeWgmmaRows;

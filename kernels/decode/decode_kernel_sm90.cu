@@ -41,8 +41,9 @@ namespace tilemix::gpu {
 namespace {
 
 // Shared memory of the wgmma kernel, every operand 1024-byte aligned:
-// [stage s: K8 | V8] x kStages | Q (FP16, two 64-channel blocks) | Q8 | K (FP16, two blocks) |
-// V^T (FP16, 128 channel rows of 64 keys) | scales [kStages][2] | per-head |Q| maxima [64].
+// [stage s: K8 | V8, or after the conversions K in FP16 (two 64-channel blocks)] x kStages |
+// Q (FP16, two blocks) | Q8 | V^T (FP16, 128 channel rows of 64 keys) | scales [kStages][2] |
+// per-head |Q| maxima [64]. 72 KB: three CTAs per multiprocessor.
 struct DecodeWgmmaSmem {
   using Tile = SwizzledTile<kDecodeBlockN, kDecodeWgmmaDim>;  // 64 keys x 128 codes
   static constexpr int kStages = kDecodeWgmmaStages;
@@ -51,13 +52,13 @@ struct DecodeWgmmaSmem {
   static constexpr int kHalfBlock = 64 * 128;                // 64 rows x 64 FP16 channels
   static constexpr int kQ16 = kStages * kStageBytes;
   static constexpr int kQ8 = kQ16 + 2 * kHalfBlock;
-  static constexpr int kK16 = kQ8 + kDecodeWgmmaRows * 128;
-  static constexpr int kVt = kK16 + 2 * kHalfBlock;
+  static constexpr int kVt = kQ8 + kDecodeWgmmaRows * 128;
   static constexpr int kScales = kVt + kDecodeWgmmaDim * 128;
   static constexpr int kHeadAbsmax = kScales + 64;
   static constexpr int kBytes = kHeadAbsmax + kDecodeWgmmaRows * 4;
   static constexpr int kAllocBytes = kBytes + 1024;  // the base is aligned at run time
-  static_assert(kStageBytes % 1024 == 0 && kQ16 % 1024 == 0 && kQ8 % 1024 == 0 && kK16 % 1024 == 0 &&
+  static_assert(kStageBytes == 2 * kHalfBlock, "an FP16 K tile fits its stage");
+  static_assert(kStageBytes % 1024 == 0 && kQ16 % 1024 == 0 && kQ8 % 1024 == 0 &&
                     kVt % 1024 == 0,
                 "wgmma operands are 1024-byte aligned");
   static_assert(kStages * 8 <= 64, "scales fit their slot");
@@ -182,13 +183,23 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
         }
       }
     }
-    // FP16 route: K8 into FP16 K, item (key, 16-code chunk).
+    // FP16 route: K8 into FP16 K in place of the stage's K8 and V8 (V^T is converted already):
+    // every thread holds its items (key, 16-code chunk) across a barrier, then writes them.
     if (!int8_route) {
-      for (int item = tid; item < kDecodeBlockN * (D / 16); item += kThreads) {
-        const int key = item / (D / 16), chunk = item % (D / 16);
-        const uint4 c = *reinterpret_cast<const uint4*>(k8_ptr + sw128_offset(key, 16 * chunk));
-        const uint32_t w[4] = {bias_codes(c.x), bias_codes(c.y), bias_codes(c.z), bias_codes(c.w)};
-        char* k16 = smem + Smem::kK16 + (chunk / 4) * Smem::kHalfBlock;
+      constexpr int kItems = kDecodeBlockN * (D / 16) / kThreads;
+      uint4 codes[kItems];
+#pragma unroll
+      for (int i = 0; i < kItems; ++i) {
+        const int item = tid + i * kThreads, key = item / (D / 16), chunk = item % (D / 16);
+        codes[i] = *reinterpret_cast<const uint4*>(k8_ptr + sw128_offset(key, 16 * chunk));
+      }
+      __syncthreads();
+#pragma unroll
+      for (int i = 0; i < kItems; ++i) {
+        const int item = tid + i * kThreads, key = item / (D / 16), chunk = item % (D / 16);
+        const uint32_t w[4] = {bias_codes(codes[i].x), bias_codes(codes[i].y), bias_codes(codes[i].z),
+                               bias_codes(codes[i].w)};
+        char* k16 = smem + stage * Smem::kStageBytes + (chunk / 4) * Smem::kHalfBlock;
         *reinterpret_cast<uint4*>(k16 + sw128_offset(key, (chunk % 4) * 32)) =
             make_uint4(codes_to_half2(w[0], kBytes01), codes_to_half2(w[0], kBytes23), codes_to_half2(w[1], kBytes01),
                        codes_to_half2(w[1], kBytes23));
@@ -222,7 +233,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         const uint32_t step = (kk / 4) * Smem::kHalfBlock + 32 * (kk % 4);
-        wgmma_m64n64k16_f16(acc, sw128_desc(base + Smem::kQ16 + step), sw128_desc(base + Smem::kK16 + step), kk);
+        wgmma_m64n64k16_f16(acc, sw128_desc(base + Smem::kQ16 + step), sw128_desc(k8 + step), kk);
       }
       wgmma_commit();
       wgmma_wait_all();
