@@ -9,6 +9,7 @@
 #include "core/decode/decode_shape.hpp"
 #include "core/error.hpp"
 #include "tests/reference/attention_fixtures.hpp"
+#include "tilemix/decode.hpp"
 
 using namespace tilemix;
 using namespace tilemix::testing;
@@ -170,6 +171,44 @@ TEST_CASE("append chunks: context in near-equal chunks, then the new tokens", "[
   CHECK(three[1] == std::vector<int64_t>{0, 20, 16, 999});
   CHECK(three[2] == std::vector<int64_t>{0, 20, 16, 999});
   CHECK(three[3] == std::vector<int64_t>{1, 4, 16, 4});
+}
+
+TEST_CASE("fixed split plans cut every sequence into equal runs of tiles", "[decode]") {
+  DecodeShape s = decode_shape(8, 2, 64, {1, 64, 65, 3000}, {1, 1, 1, 1});
+  validate_decode(s);
+  const DecodeSplitPlan p = fixed_decode_split_plan(s, 5);
+  check_covers_every_tile(s, p);
+  CHECK(p.tiles_per_split == 5);
+  // 1, 1, 2 and 47 tiles: 1, 1, 1 and 10 splits (the last one 2 tiles).
+  CHECK(p.split_offset == std::vector<int64_t>{0, 1, 2, 3, 13});
+  CHECK_THROWS_AS(fixed_decode_split_plan(s, 0), std::invalid_argument);
+}
+
+TEST_CASE("decode mainloop and resident CTAs per configuration", "[decode]") {
+  using gpu::DecodeCache;
+  const auto resolve = [](DecodeMainloop m, DecodeCache c, int d, int rows) {
+    return gpu::decode_mainloop(m, c, d, rows);
+  };
+  // Automatic: wgmma for 33-64 rows of the INT8 cache at d = 128 only.
+  CHECK(resolve(DecodeMainloop::automatic, DecodeCache::int8, 128, 4) == DecodeMainloop::mma_sync);
+  CHECK(resolve(DecodeMainloop::automatic, DecodeCache::int8, 128, 32) == DecodeMainloop::mma_sync);
+  CHECK(resolve(DecodeMainloop::automatic, DecodeCache::int8, 128, 33) == DecodeMainloop::wgmma);
+  CHECK(resolve(DecodeMainloop::automatic, DecodeCache::int8, 128, 64) == DecodeMainloop::wgmma);
+  CHECK(resolve(DecodeMainloop::automatic, DecodeCache::int8, 128, 128) == DecodeMainloop::mma_sync);
+  CHECK(resolve(DecodeMainloop::automatic, DecodeCache::int8, 64, 64) == DecodeMainloop::mma_sync);
+  CHECK(resolve(DecodeMainloop::automatic, DecodeCache::fp16, 128, 64) == DecodeMainloop::mma_sync);
+  CHECK(resolve(DecodeMainloop::wgmma, DecodeCache::int8, 128, 8) == DecodeMainloop::wgmma);
+  CHECK(resolve(DecodeMainloop::mma_sync, DecodeCache::int8, 128, 64) == DecodeMainloop::mma_sync);
+  CHECK(gpu::decode_wgmma_applies(DecodeCache::int8, 128, 64));
+  CHECK_FALSE(gpu::decode_wgmma_applies(DecodeCache::int8, 128, 65));
+  CHECK_FALSE(gpu::decode_wgmma_applies(DecodeCache::fp16, 128, 64));
+  // Hq = 32, Hk = 8: 4 rows per new token. The split plan sizes its waves with these.
+  CHECK(gpu::decode_resident_ctas(true, 128, 32, 8, 1) == 3);    // mma.sync, 8-row tile
+  CHECK(gpu::decode_resident_ctas(true, 128, 32, 8, 4) == 3);    // mma.sync, 16 rows
+  CHECK(gpu::decode_resident_ctas(true, 128, 32, 8, 8) == 2);    // mma.sync, 32 rows
+  CHECK(gpu::decode_resident_ctas(true, 128, 32, 8, 16) == 3);   // wgmma, 64 rows
+  CHECK(gpu::decode_resident_ctas(true, 128, 32, 8, 16, DecodeMainloop::mma_sync) == 2);
+  CHECK(gpu::decode_resident_ctas(false, 128, 32, 8, 1) == 2);   // FP16 cache
 }
 
 TEST_CASE("decode cases in configs", "[decode]") {
