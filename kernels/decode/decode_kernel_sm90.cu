@@ -1,15 +1,16 @@
-// The warpgroup (wgmma) decode kernel over the INT8 cache, for CTAs of 9 to 64 query rows at
-// d = 128 (GQA 4 with 3 to 16 new tokens). Same CTA work, same split plan, same numerics as
-// decode_kernel.cuh; what differs is the MMA: one warpgroup computes the 64 x 64 score tile and
-// the 64 x 128 output with wgmma, instead of every warp converting and multiplying the whole key
-// tile with mma.sync (at 16 new tokens the mma.sync kernel spends its time on four copies of the
-// conversions and on 512 m16n8k16 per tile; docs/perf-notes.md).
+// The warpgroup (wgmma) decode kernel over the INT8 cache, for CTAs of up to 64 query rows at
+// d = 128 (chosen by `mainloop: auto` for 33-64 rows: GQA 4 with 9 to 16 new tokens). Same CTA
+// work, same split plan, same numerics as decode_kernel.cuh; what differs is the MMA: one
+// warpgroup computes the 64 x 64 score tile and the 64 x 128 output with wgmma, instead of every
+// warp converting and multiplying the whole key tile with mma.sync (at 16 new tokens the
+// mma.sync kernel spends its time on four copies of the conversions and on 512 m16n8k16 per
+// tile; docs/perf-notes.md).
 //
 // Query rows r = token r / heads of head r % heads, padded with zero rows to 64. Per key tile:
 //   1. wait for the tile, barrier, issue the tile kStages - 1 ahead (cp.async, the K8 and V8
 //      tiles land K-major with the 128-byte swizzle, which is wgmma's operand layout);
 //   2. V8 converted once into V^T in FP16 (K-major for the P V product), and for an FP16-routed
-//      tile K8 into FP16 K;
+//      tile K8 into FP16 K, written over the tile's own stage;
 //   3. S = Q8 K8^T (wgmma s8, s = (float(C) * (q_scale * scale_log2)) * k_scale) or
 //      S = Q K^T on the FP16 codes (s = acc * (k_scale * scale_log2));
 //   4. -inf past the sequence or the causal limit; row maxima within the quad of lanes that
@@ -32,8 +33,8 @@
 #include "kernels/decode/decode_config.hpp"
 #include "kernels/decode/decode_kernel.cuh"
 #include "kernels/decode/decode_params.cuh"
-#include "kernels/decode/launch.hpp"
 #include "kernels/decode/fragments.cuh"
+#include "kernels/decode/launch.hpp"
 #include "kernels/prefill/softmax.cuh"
 #include "kernels/quant/int8_codes.cuh"
 
@@ -58,8 +59,7 @@ struct DecodeWgmmaSmem {
   static constexpr int kBytes = kHeadAbsmax + kDecodeWgmmaRows * 4;
   static constexpr int kAllocBytes = kBytes + 1024;  // the base is aligned at run time
   static_assert(kStageBytes == 2 * kHalfBlock, "an FP16 K tile fits its stage");
-  static_assert(kStageBytes % 1024 == 0 && kQ16 % 1024 == 0 && kQ8 % 1024 == 0 &&
-                    kVt % 1024 == 0,
+  static_assert(kStageBytes % 1024 == 0 && kQ16 % 1024 == 0 && kQ8 % 1024 == 0 && kVt % 1024 == 0,
                 "wgmma operands are 1024-byte aligned");
   static_assert(kStages * 8 <= 64, "scales fit their slot");
 
@@ -120,7 +120,9 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     *reinterpret_cast<uint4*>(q16 + sw128_offset(r, (chunk % 4) * 32)) = lo;
     *reinterpret_cast<uint4*>(q16 + sw128_offset(r, (chunk % 4) * 32 + 16)) = hi;
     // Non-negative floats order like their bit patterns.
-    if (needs_q8 && r < blk.rows) atomicMax(&head_absmax[r % blk.heads], __float_as_uint(absmax8(hi, absmax8(lo, 0.0f))));
+    if (needs_q8 && r < blk.rows) {
+      atomicMax(&head_absmax[r % blk.heads], __float_as_uint(absmax8(hi, absmax8(lo, 0.0f))));
+    }
   }
   // Q8 per (sequence, head) over all the head's rows, as quantize_blockwise with BLKQ = 128.
   float q_factor[2] = {0.0f, 0.0f};

@@ -82,7 +82,8 @@ void run(const DecodeParams& p, bool int8, void* stream, const char* name) {
   const int heads_per_kv = p.hq / p.hk;
   const int heads_per_cta = decode_heads_per_cta(p.hq, p.hk, p.max_new_tokens);
   const int head_chunks = decode_head_chunks(p.hq, p.hk, p.max_new_tokens);
-  require(p.total_splits * p.hk * head_chunks <= 0x7fffffff, context, "total splits x hk x head chunks exceeds the grid");
+  require(p.total_splits * p.hk * head_chunks <= 0x7fffffff, context,
+          "total splits x hk x head chunks exceeds the grid");
 
   DecodeKernelParams k{};
   k.q = static_cast<const __half*>(p.q);

@@ -9,7 +9,8 @@ namespace tilemix::gpu {
 
 struct DecodeKernelParams;
 
-// One split-K decode launch: grid (total splits, hk * head chunks).
+// One split-K decode launch: a 1-D grid of total splits x hk x head chunks CTAs, the KV heads
+// and head chunks of one split adjacent.
 template <int kHeadDim, int kRows, DecodeCache kCache>
 void launch_decode(const DecodeKernelParams& p, int64_t total_splits, void* stream, const std::string& context);
 
