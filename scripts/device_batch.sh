@@ -51,7 +51,7 @@ run_steps() {
         grep -E "SUMMARY|passed," "$out"/sanitizer.log ;;
       sanitizer-decode)
         : > "$out"/sanitizer-decode.log
-        for tool in memcheck racecheck; do
+        for tool in memcheck racecheck initcheck synccheck; do
           echo "### compute-sanitizer --tool $tool tilemix_gpu_tests \"[decode]\"" >> "$out"/sanitizer-decode.log
           /usr/local/cuda/bin/compute-sanitizer --tool "$tool" --error-exitcode 9 \
             "$stage_dir"/tilemix_gpu_tests "[decode]" >> "$out"/sanitizer-decode.log 2>&1 \
