@@ -33,7 +33,7 @@ inline bool decode_wgmma_applies(DecodeCache cache, int d, int rows) {
 }
 // The mainloop `requested` resolves to. Automatic takes wgmma for 33 to 64 rows only: measured
 // on an H200 (results/h200/decode-mainloop-v1.json) the wgmma kernel wins at 64 rows (16 new
-// tokens x GQA 4: 1.15-1.2x) and loses at 16 and 32 rows (0.55-0.85x), where the mma.sync
+// tokens x GQA 4: 1.23-1.28x) and loses at 16 and 32 rows (0.6-0.9x), where the mma.sync
 // kernel's 8-column tiles waste little and its four key warps hide more latency.
 inline constexpr int kDecodeWgmmaMinRows = 33;
 inline DecodeMainloop decode_mainloop(DecodeMainloop requested, DecodeCache cache, int d, int rows) {
