@@ -167,21 +167,17 @@ void DecodeGpu::set_split_plan(const DecodeSplitPlan& splits) {
 }
 
 DecodeMainloop DecodeGpu::resolved_mainloop(CacheKind kind) const {
-  if (kind == CacheKind::fp16) return DecodeMainloop::mma_sync;
-  int max_new = 1;
-  for (int64_t n : shape_.new_tokens) max_new = std::max<int>(max_new, static_cast<int>(n));
-  const int rows = decode_heads_per_cta(shape_.hq, shape_.hk, max_new) * max_new;
-  return gpu::decode_mainloop(mainloop_, gpu::DecodeCache::int8, shape_.d, rows);
+  const bool int8 = kind == CacheKind::int8;
+  return gpu::decode_resolved_mainloop(int8, shape_.d, shape_.hq, shape_.hk, shape_.max_new_tokens(),
+                                       int8 ? mainloop_ : DecodeMainloop::mma_sync);
 }
 
 DecodeSplitPlan decode_split_plan(const DecodeShape& shape, CacheKind kind, int sm_count, int tiles_per_split,
                                   DecodeMainloop mainloop) {
   if (tiles_per_split > 0) return fixed_decode_split_plan(shape, tiles_per_split);
-  int max_new = 1;
-  for (int64_t n : shape.new_tokens) max_new = std::max<int>(max_new, static_cast<int>(n));
   return make_decode_split_plan(
       shape, sm_count,
-      gpu::decode_resident_ctas(kind == CacheKind::int8, shape.d, shape.hq, shape.hk, max_new,
+      gpu::decode_resident_ctas(kind == CacheKind::int8, shape.d, shape.hq, shape.hk, shape.max_new_tokens(),
                                 kind == CacheKind::int8 ? mainloop : DecodeMainloop::mma_sync));
 }
 
@@ -214,7 +210,7 @@ gpu::DecodeParams DecodeGpu::params(CacheKind kind) const {
   p.hk = shape_.hk;
   p.d = shape_.d;
   p.total_new = shape_.total_new();
-  for (int64_t n : shape_.new_tokens) p.max_new_tokens = std::max(p.max_new_tokens, static_cast<int>(n));
+  p.max_new_tokens = shape_.max_new_tokens();
   p.softmax_scale = shape_.softmax_scale;
   p.words = words_.as<const uint64_t>();
   p.group = group_.as<const int>();

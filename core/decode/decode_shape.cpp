@@ -22,6 +22,12 @@ int64_t DecodeShape::total_new() const {
   return total;
 }
 
+int DecodeShape::max_new_tokens() const {
+  int64_t m = 0;
+  for (int64_t n : new_tokens) m = std::max(m, n);
+  return static_cast<int>(m);
+}
+
 AttentionShape DecodeShape::attention_shape() const {
   AttentionShape s;
   s.hq = hq;
@@ -70,6 +76,10 @@ int decode_heads_per_cta(int hq, int hk, int max_new_tokens) {
   return std::min(hq / hk, kDecodeMaxRows / max_new_tokens);
 }
 
+int decode_cta_rows(int hq, int hk, int max_new_tokens) {
+  return decode_heads_per_cta(hq, hk, max_new_tokens) * max_new_tokens;
+}
+
 int decode_head_chunks(int hq, int hk, int max_new_tokens) {
   const int per_cta = decode_heads_per_cta(hq, hk, max_new_tokens);
   return (hq / hk + per_cta - 1) / per_cta;
@@ -97,9 +107,8 @@ DecodeSplitPlan make_decode_split_plan(const DecodeShape& shape, int sm_count, i
     tiles[b] = (shape.cache_len[b] + kDecodeGeometry.block_n - 1) / kDecodeGeometry.block_n;
     max_tiles = std::max(max_tiles, tiles[b]);
   }
-  int max_new = 1;
-  for (int64_t n : shape.new_tokens) max_new = std::max<int>(max_new, static_cast<int>(n));
-  const int64_t ctas_per_split = static_cast<int64_t>(shape.hk) * decode_head_chunks(shape.hq, shape.hk, max_new);
+  const int64_t ctas_per_split =
+      static_cast<int64_t>(shape.hk) * decode_head_chunks(shape.hq, shape.hk, std::max(1, shape.max_new_tokens()));
   const int64_t slots = static_cast<int64_t>(sm_count) * ctas_per_sm;
 
   int64_t best_tiles = std::max<int64_t>(max_tiles, min_tiles_per_split), best_cost = -1;

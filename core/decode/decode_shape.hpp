@@ -28,6 +28,7 @@ struct DecodeShape {
 
   int batch() const { return static_cast<int>(cache_len.size()); }
   int64_t total_new() const;
+  int max_new_tokens() const;  // max n_b
   // The same problem as a prefill AttentionShape (Lq = n_b, Lk = L_b, causal), so routing plans,
   // the exact reference and the metrics apply unchanged.
   AttentionShape attention_shape() const;
@@ -55,6 +56,8 @@ struct DecodeSplitPlan {
 constexpr int kDecodeMaxRows = 128;
 // Query heads one CTA serves: all of a KV head's, unless heads x max new tokens pass 128 rows.
 int decode_heads_per_cta(int hq, int hk, int max_new_tokens);
+// Query rows of a CTA: decode_heads_per_cta x max new tokens.
+int decode_cta_rows(int hq, int hk, int max_new_tokens);
 // CTAs per (KV head, split): ceil(hq / hk / decode_heads_per_cta).
 int decode_head_chunks(int hq, int hk, int max_new_tokens);
 

@@ -116,7 +116,7 @@ void run(const DecodeParams& p, bool int8, void* stream, const char* name) {
   k.tiles_per_split = p.tiles_per_split;
   k.scale_log2 = p.softmax_scale * kLog2e;  // fp32 product, as the emulator forms it
 
-  const int rows = heads_per_cta * p.max_new_tokens;
+  const int rows = decode_cta_rows(p.hq, p.hk, p.max_new_tokens);
   const DecodeCache cache = int8 ? DecodeCache::int8 : DecodeCache::fp16;
   const DecodeMainloop mainloop = decode_mainloop(p.mainloop, cache, p.d, rows);
   if (mainloop == DecodeMainloop::wgmma) {

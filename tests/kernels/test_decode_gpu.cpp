@@ -5,7 +5,6 @@
 // chunks past 128 query rows), d 64 and 128, layouts zero, one, band and sptrans; and a flipped
 // routing bit is caught.
 #include <catch2/catch.hpp>
-#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -63,10 +62,6 @@ struct Problem {
   std::vector<int64_t> cache_len, new_tokens;
   InputKind input;
 };
-
-int max_new_tokens(const DecodeShape& shape) {
-  return static_cast<int>(*std::max_element(shape.new_tokens.begin(), shape.new_tokens.end()));
-}
 
 // Query rows per CTA (query heads x max new tokens): 4 -> 8, 16, 32, 64, 128, and 256 (two head
 // chunks). Cache lengths around one tile, and a long one with many tiles and splits.
@@ -157,7 +152,7 @@ TEST_CASE("decode over the INT8 and FP16 caches matches the emulator", "[gpu][de
           const DecodeResult expected = emulate_decode_int8(shape, pd.q, pd.int8, pd.plan, splits);
           // Both mainloops where the wgmma one applies (d = 128, at most 64 rows per CTA).
           std::vector<DecodeMainloop> mainloops = {DecodeMainloop::mma_sync};
-          const int rows = decode_heads_per_cta(pr.hq, pr.hk, max_new_tokens(shape)) * max_new_tokens(shape);
+          const int rows = decode_cta_rows(pr.hq, pr.hk, shape.max_new_tokens());
           if (gpu::decode_wgmma_applies(gpu::DecodeCache::int8, pr.d, rows)) mainloops.push_back(DecodeMainloop::wgmma);
           for (DecodeMainloop mainloop : mainloops) {
             gpu.set_mainloop(mainloop);

@@ -105,13 +105,21 @@ inline size_t decode_workspace_bytes(int hq, int d, int batch, int64_t total_spl
   return static_cast<size_t>(total_splits) * hq * kMaxDecodeTokens * (2 + d) * sizeof(float);
 }
 
+// The mainloop a call with this cache and shape runs (`requested` resolved; the dispatch point
+// makes the same choice).
+inline DecodeMainloop decode_resolved_mainloop(bool int8_cache, int d, int hq, int hk, int max_new_tokens,
+                                               DecodeMainloop requested = DecodeMainloop::automatic) {
+  return decode_mainloop(requested, int8_cache ? DecodeCache::int8 : DecodeCache::fp16, d,
+                         decode_cta_rows(hq, hk, max_new_tokens));
+}
+
 // CTAs of the decode kernel for this cache and shape that one multiprocessor keeps resident:
 // with the multiprocessor count, what make_decode_split_plan sizes its waves by.
 inline int decode_resident_ctas(bool int8_cache, int d, int hq, int hk, int max_new_tokens,
                                 DecodeMainloop mainloop = DecodeMainloop::automatic) {
-  const int rows = decode_heads_per_cta(hq, hk, max_new_tokens) * max_new_tokens;
   const DecodeCache cache = int8_cache ? DecodeCache::int8 : DecodeCache::fp16;
-  return decode_resident_ctas(cache, rows, decode_mainloop(mainloop, cache, d, rows));
+  return decode_resident_ctas(cache, decode_cta_rows(hq, hk, max_new_tokens),
+                              decode_resolved_mainloop(int8_cache, d, hq, hk, max_new_tokens, mainloop));
 }
 
 // Decode over the INT8 cache (K8/V8 and block scales): per key tile the route picks the INT8
