@@ -190,7 +190,7 @@ struct DecodeMath {
       for (int f = 0; f < QF; ++f)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          s[ks][f][e] = __fmul_rn(__fmul_rn(int8_dot_to_float<D>(acc[ks][f][e]), q_factor[f][e & 1]), k_scale);
+          s[ks][f][e] = __fmul_rn(__fmul_rn(__int2float_rn(acc[ks][f][e]), q_factor[f][e & 1]), k_scale);
         }
   }
 

@@ -9,8 +9,8 @@
 // Query rows r = token r / heads of head r % heads, padded with zero rows to 64. Per key tile:
 //   1. wait for the tile, barrier, issue the tile kStages - 1 ahead (cp.async, the K8 and V8
 //      tiles land K-major with the 128-byte swizzle, which is wgmma's operand layout);
-//   2. V8 converted once into FP16 V (two K-major 64-channel blocks, which the P V product reads
-//      MN-major), and for an FP16-routed tile K8 into FP16 K over the tile's own stage;
+//   2. V8 converted once into V^T in FP16 (K-major for the P V product), and for an FP16-routed
+//      tile K8 into FP16 K, written over the tile's own stage;
 //   3. S = Q8 K8^T (wgmma s8, s = (float(C) * (q_scale * scale_log2)) * k_scale) or
 //      S = Q K^T on the FP16 codes (s = acc * (k_scale * scale_log2));
 //   4. -inf past the sequence or the causal limit; row maxima within the quad of lanes that
@@ -43,7 +43,7 @@ namespace {
 
 // Shared memory of the wgmma kernel, every operand 1024-byte aligned:
 // [stage s: K8 | V8, or after the conversions K in FP16 (two 64-channel blocks)] x kStages |
-// Q (FP16, two blocks) | Q8 | V (FP16, two blocks) | scales [kStages][2] |
+// Q (FP16, two blocks) | Q8 | V^T (FP16, 128 channel rows of 64 keys) | scales [kStages][2] |
 // per-head |Q| maxima [64]. 72 KB: three CTAs per multiprocessor.
 struct DecodeWgmmaSmem {
   using Tile = SwizzledTile<kDecodeBlockN, kDecodeWgmmaDim>;  // 64 keys x 128 codes
@@ -53,13 +53,13 @@ struct DecodeWgmmaSmem {
   static constexpr int kHalfBlock = 64 * 128;                // 64 rows x 64 FP16 channels
   static constexpr int kQ16 = kStages * kStageBytes;
   static constexpr int kQ8 = kQ16 + 2 * kHalfBlock;
-  static constexpr int kV16 = kQ8 + kDecodeWgmmaRows * 128;
-  static constexpr int kScales = kV16 + 2 * kHalfBlock;
+  static constexpr int kVt = kQ8 + kDecodeWgmmaRows * 128;
+  static constexpr int kScales = kVt + kDecodeWgmmaDim * 128;
   static constexpr int kHeadAbsmax = kScales + 64;
   static constexpr int kBytes = kHeadAbsmax + kDecodeWgmmaRows * 4;
   static constexpr int kAllocBytes = kBytes + 1024;  // the base is aligned at run time
   static_assert(kStageBytes == 2 * kHalfBlock, "an FP16 K tile fits its stage");
-  static_assert(kStageBytes % 1024 == 0 && kQ16 % 1024 == 0 && kQ8 % 1024 == 0 && kV16 % 1024 == 0,
+  static_assert(kStageBytes % 1024 == 0 && kQ16 % 1024 == 0 && kQ8 % 1024 == 0 && kVt % 1024 == 0,
                 "wgmma operands are 1024-byte aligned");
   static_assert(kStages * 8 <= 64, "scales fit their slot");
 
@@ -68,36 +68,6 @@ struct DecodeWgmmaSmem {
     return raw + ((1024u - misalign) & 1023u);
   }
 };
-
-// A 64-key x 128-code tile (K-major, 128-byte swizzle) as items (key, 16-code chunk), item
-// tid + 128 i of a thread for i < kCodeItems, so 8 threads read one 128-byte row.
-constexpr int kCodeItems = kDecodeBlockN * (kDecodeWgmmaDim / 16) / 128;
-
-__device__ __forceinline__ void load_code_items(const char* codes, int tid, uint4 (&items)[kCodeItems]) {
-#pragma unroll
-  for (int i = 0; i < kCodeItems; ++i) {
-    const int item = tid + 128 * i, key = item / 8, chunk = item % 8;
-    items[i] = *reinterpret_cast<const uint4*>(codes + sw128_offset(key, 16 * chunk));
-  }
-}
-
-// The items as FP16 (codes are exact) into two 64-channel blocks of 64 keys x 128 bytes, the
-// 128-byte swizzle: the K-major B operand of Q K^T and the MN-major B operand of P V alike.
-__device__ __forceinline__ void store_half_items(char* halves, int tid, const uint4 (&items)[kCodeItems]) {
-#pragma unroll
-  for (int i = 0; i < kCodeItems; ++i) {
-    const int item = tid + 128 * i, key = item / 8, chunk = item % 8;
-    const uint32_t w[4] = {bias_codes(items[i].x), bias_codes(items[i].y), bias_codes(items[i].z),
-                           bias_codes(items[i].w)};
-    char* block = halves + (chunk / 4) * DecodeWgmmaSmem::kHalfBlock;
-    *reinterpret_cast<uint4*>(block + sw128_offset(key, (chunk % 4) * 32)) =
-        make_uint4(codes_to_half2(w[0], kBytes01), codes_to_half2(w[0], kBytes23), codes_to_half2(w[1], kBytes01),
-                   codes_to_half2(w[1], kBytes23));
-    *reinterpret_cast<uint4*>(block + sw128_offset(key, (chunk % 4) * 32 + 16)) =
-        make_uint4(codes_to_half2(w[2], kBytes01), codes_to_half2(w[2], kBytes23), codes_to_half2(w[3], kBytes01),
-                   codes_to_half2(w[3], kBytes23));
-  }
-}
 
 __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     decode_wgmma_kernel(const __grid_constant__ DecodeKernelParams p) {
@@ -184,7 +154,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
   int stage = 0;
   for (int t = blk.tile_begin; t < blk.tile_end; ++t) {
     cp_async_wait<kStages - 2>();
-    fence_proxy_async_shared();  // the landed K8 tile (and Q, K, V writes) reach wgmma's reads
+    fence_proxy_async_shared();  // the landed K8 tile (and Q, K, V^T writes) reach wgmma's reads
     __syncthreads();
     if (t + kStages - 1 < blk.tile_end) issue(t + kStages - 1, stage == 0 ? kStages - 1 : stage - 1);
     cp_async_commit();
@@ -195,19 +165,50 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     const float* scales = reinterpret_cast<const float*>(smem + Smem::kScales + stage * 8);
     const bool int8_route = (word >> (t / group)) & 1ull;
 
-    // V8 into FP16 V; for an FP16-routed tile K8 into FP16 K in place of the stage's K8 and V8:
-    // its codes are held in registers across a barrier (the V8 reads of every thread come first).
-    const bool k_to_half = !int8_route;
-    uint4 k_codes[kCodeItems];
-    if (k_to_half) load_code_items(k8_ptr, tid, k_codes);
-    {
-      uint4 v_codes[kCodeItems];
-      load_code_items(v8_ptr, tid, v_codes);
-      store_half_items(smem + Smem::kV16, tid, v_codes);
+    // V^T in FP16: lane = key pair (2 lane, 2 lane + 1), warp = channel chunks 2 warp, 2 warp + 1.
+#pragma unroll
+    for (int c = 2 * warp; c < 2 * warp + 2; ++c) {
+      const uint4 a = *reinterpret_cast<const uint4*>(v8_ptr + sw128_offset(2 * lane, 16 * c));
+      const uint4 b = *reinterpret_cast<const uint4*>(v8_ptr + sw128_offset(2 * lane + 1, 16 * c));
+      const uint32_t wa[4] = {bias_codes(a.x), bias_codes(a.y), bias_codes(a.z), bias_codes(a.w)};
+      const uint32_t wb[4] = {bias_codes(b.x), bias_codes(b.y), bias_codes(b.z), bias_codes(b.w)};
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        // Bytes {a0, b0, a1, b1} and {a2, b2, a3, b3}: channel pairs of the two keys.
+        const uint32_t lo = __byte_perm(wa[w], wb[w], 0x5140), hi = __byte_perm(wa[w], wb[w], 0x7362);
+        const uint32_t ch[4] = {codes_to_half2(lo, kBytes01), codes_to_half2(lo, kBytes23),
+                                codes_to_half2(hi, kBytes01), codes_to_half2(hi, kBytes23)};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int channel = 16 * c + 4 * w + e;
+          *reinterpret_cast<uint32_t*>(smem + Smem::kVt + sw128_offset(channel, 4 * lane)) = ch[e];
+        }
+      }
     }
-    if (k_to_half) {
+    // FP16 route: K8 into FP16 K in place of the stage's K8 and V8 (V^T is converted already):
+    // every thread holds its items (key, 16-code chunk) across a barrier, then writes them.
+    if (!int8_route) {
+      constexpr int kItems = kDecodeBlockN * (D / 16) / kThreads;
+      uint4 codes[kItems];
+#pragma unroll
+      for (int i = 0; i < kItems; ++i) {
+        const int item = tid + i * kThreads, key = item / (D / 16), chunk = item % (D / 16);
+        codes[i] = *reinterpret_cast<const uint4*>(k8_ptr + sw128_offset(key, 16 * chunk));
+      }
       __syncthreads();
-      store_half_items(smem + stage * Smem::kStageBytes, tid, k_codes);
+#pragma unroll
+      for (int i = 0; i < kItems; ++i) {
+        const int item = tid + i * kThreads, key = item / (D / 16), chunk = item % (D / 16);
+        const uint32_t w[4] = {bias_codes(codes[i].x), bias_codes(codes[i].y), bias_codes(codes[i].z),
+                               bias_codes(codes[i].w)};
+        char* k16 = smem + stage * Smem::kStageBytes + (chunk / 4) * Smem::kHalfBlock;
+        *reinterpret_cast<uint4*>(k16 + sw128_offset(key, (chunk % 4) * 32)) =
+            make_uint4(codes_to_half2(w[0], kBytes01), codes_to_half2(w[0], kBytes23), codes_to_half2(w[1], kBytes01),
+                       codes_to_half2(w[1], kBytes23));
+        *reinterpret_cast<uint4*>(k16 + sw128_offset(key, (chunk % 4) * 32 + 16)) =
+            make_uint4(codes_to_half2(w[2], kBytes01), codes_to_half2(w[2], kBytes23), codes_to_half2(w[3], kBytes01),
+                       codes_to_half2(w[3], kBytes23));
+      }
     }
     fence_proxy_async_shared();
     __syncthreads();
@@ -227,7 +228,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
       const float k_scale = scales[0];
 #pragma unroll
       for (int i = 0; i < 32; ++i) {
-        s[i] = __fmul_rn(__fmul_rn(int8_dot_to_float<D>(acc[i]), q_factor[(i >> 1) & 1]), k_scale);
+        s[i] = __fmul_rn(__fmul_rn(__int2float_rn(acc[i]), q_factor[(i >> 1) & 1]), k_scale);
       }
     } else {
       float acc[32];
@@ -282,8 +283,8 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
       for (int i = 0; i < 64; ++i) o[i] = __fmul_rn(o[i], alpha[(i >> 1) & 1]);
     }
 
-    // O += P V: the k16 step kk covers keys 16 kk .. 16 kk + 15, i.e. score blocks 2 kk and
-    // 2 kk + 1, which are exactly the A fragment of that step; V is read MN-major.
+    // O += P V^T-operand: the k16 step kk covers keys 16 kk .. 16 kk + 15, i.e. score blocks 2 kk
+    // and 2 kk + 1, which are exactly the A fragment of that step.
     const float v_scale = scales[1];
     uint32_t a[4][4];
 #pragma unroll
@@ -298,9 +299,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     wgmma_fence_operands(o);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      wgmma_m64n128k16_f16_rs(o, a[kk], sw128_desc_mn(base + Smem::kV16 + 2048 * kk, Smem::kHalfBlock));
-    }
+    for (int kk = 0; kk < 4; ++kk) wgmma_m64n128k16_f16_rs(o, a[kk], sw128_desc(base + Smem::kVt + 32 * kk));
     wgmma_commit();
     wgmma_wait_all();
     wgmma_fence_operands(o);

@@ -20,7 +20,6 @@
 #include "kernels/prefill/params.cuh"
 #include "kernels/prefill/smem_layout.cuh"
 #include "kernels/prefill/softmax.cuh"
-#include "kernels/quant/int8_codes.cuh"
 
 namespace tilemix::gpu {
 
@@ -115,7 +114,7 @@ struct MainloopSm80 {
       for (int ni = 0; ni < Cfg::kKeyFrags; ++ni)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          s[mi][ni][e] = __fmul_rn(__fmul_rn(int8_dot_to_float<Cfg::kHeadDim>(acc[mi][ni][e]), q_factor), k_scale);
+          s[mi][ni][e] = __fmul_rn(__fmul_rn(__int2float_rn(acc[mi][ni][e]), q_factor), k_scale);
         }
   }
 

@@ -20,16 +20,6 @@ __device__ __forceinline__ int int8_code(float x, float scale) {
   return min(max(r, -127), 127);
 }
 
-// float(c) of an INT8 dot product over at most kChannels channels, exactly: |c| <= kChannels *
-// 127^2 < 2^22, so c added to the bits of 1.5 * 2^23 stays inside the mantissa, and subtracting
-// 1.5 * 2^23 leaves c. An integer add and an fp32 subtract instead of I2F, which issues on the
-// multi-function unit at a fraction of the fp32 rate, beside the ex2 of the same tile's softmax.
-template <int kChannels>
-__device__ __forceinline__ float int8_dot_to_float(int c) {
-  static_assert(kChannels * 127 * 127 < (1 << 22), "the dot product fits the low 22 mantissa bits");
-  return __fsub_rn(__int_as_float(c + 0x4B400000), 12582912.0f);
-}
-
 // max|x| over 8 packed halves. NaN elements are ignored (__hmax2 and fmaxf return the other
 // operand), like std::max on the CPU.
 __device__ __forceinline__ float absmax8(const uint4& chunk, float m) {
