@@ -99,6 +99,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
   const uint64_t word = p.words[static_cast<int64_t>(blk.kv_head) * p.batch + blk.b];
   const int group = p.group[blk.b];
   const bool needs_q8 = any_int8_tile(word, group, blk.tile_begin, blk.tile_end);
+  TileRoutes routes(word, group, blk.tile_begin);
 
   // Q into shared memory: item (row, 16-channel chunk), rows past the CTA's rows zero.
   unsigned* head_absmax = reinterpret_cast<unsigned*>(smem + Smem::kHeadAbsmax);
@@ -163,7 +164,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     const char* k8_ptr = smem + stage * Smem::kStageBytes;
     const char* v8_ptr = k8_ptr + Smem::kTileBytes;
     const float* scales = reinterpret_cast<const float*>(smem + Smem::kScales + stage * 8);
-    const bool int8_route = (word >> (t / group)) & 1ull;
+    const bool int8_route = routes.next();
 
     // V^T in FP16: lane = key pair (2 lane, 2 lane + 1), warp = channel chunks 2 warp, 2 warp + 1.
 #pragma unroll
