@@ -152,6 +152,14 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
   for (int i = 0; i < 64; ++i) o[i] = 0.0f;
   const int mask_from = blk.len - blk.n + 1;
 
+  // Descriptors of the fixed operands, built once.
+  const uint64_t q8_desc = sw128_desc(base + Smem::kQ8), q16_desc = sw128_desc(base + Smem::kQ16);
+  const uint64_t vt_desc = sw128_desc(base + Smem::kVt);
+  // V^T stores: row `channel`, byte 4 lane. The swizzle moves 16-byte chunk lane / 4 to chunk
+  // (lane / 4) ^ (channel % 8), and channel % 8 = (4 w + e) % 8 is a compile-time value below: the
+  // address is vt_lane (bits 4-6 = lane / 4) with those bits flipped, plus a constant.
+  const uint32_t vt_lane = Smem::kVt + 2048 * (2 * warp) + sw128_offset(0, 4 * lane);
+
   int stage = 0;
   for (int t = blk.tile_begin; t < blk.tile_end; ++t) {
     cp_async_wait<kStages - 2>();
@@ -160,7 +168,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     if (t + kStages - 1 < blk.tile_end) issue(t + kStages - 1, stage == 0 ? kStages - 1 : stage - 1);
     cp_async_commit();
 
-    const uint32_t k8 = base + stage * Smem::kStageBytes;
+    const uint64_t k_desc = sw128_desc(base + stage * Smem::kStageBytes);
     const char* k8_ptr = smem + stage * Smem::kStageBytes;
     const char* v8_ptr = k8_ptr + Smem::kTileBytes;
     const float* scales = reinterpret_cast<const float*>(smem + Smem::kScales + stage * 8);
@@ -168,7 +176,8 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
 
     // V^T in FP16: lane = key pair (2 lane, 2 lane + 1), warp = channel chunks 2 warp, 2 warp + 1.
 #pragma unroll
-    for (int c = 2 * warp; c < 2 * warp + 2; ++c) {
+    for (int cc = 0; cc < 2; ++cc) {
+      const int c = 2 * warp + cc;
       const uint4 a = *reinterpret_cast<const uint4*>(v8_ptr + sw128_offset(2 * lane, 16 * c));
       const uint4 b = *reinterpret_cast<const uint4*>(v8_ptr + sw128_offset(2 * lane + 1, 16 * c));
       const uint32_t wa[4] = {bias_codes(a.x), bias_codes(a.y), bias_codes(a.z), bias_codes(a.w)};
@@ -181,8 +190,8 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
                                 codes_to_half2(hi, kBytes01), codes_to_half2(hi, kBytes23)};
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int channel = 16 * c + 4 * w + e;
-          *reinterpret_cast<uint32_t*>(smem + Smem::kVt + sw128_offset(channel, 4 * lane)) = ch[e];
+          const int row = 4 * w + e;  // channel 16 c + row
+          *reinterpret_cast<uint32_t*>(smem + ((vt_lane ^ (16 * (row & 7))) + 2048 * cc + 128 * row)) = ch[e];
         }
       }
     }
@@ -221,7 +230,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
       int acc[32];
 #pragma unroll
       for (int kk = 0; kk < D / 32; ++kk) {
-        wgmma_m64n64k32_s8(acc, sw128_desc(base + Smem::kQ8 + 32 * kk), sw128_desc(k8 + 32 * kk), kk);
+        wgmma_m64n64k32_s8(acc, desc_advance(q8_desc, 32 * kk), desc_advance(k_desc, 32 * kk), kk);
       }
       wgmma_commit();
       wgmma_wait_all();
@@ -236,7 +245,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         const uint32_t step = (kk / 4) * Smem::kHalfBlock + 32 * (kk % 4);
-        wgmma_m64n64k16_f16(acc, sw128_desc(base + Smem::kQ16 + step), sw128_desc(k8 + step), kk);
+        wgmma_m64n64k16_f16(acc, desc_advance(q16_desc, step), desc_advance(k_desc, step), kk);
       }
       wgmma_commit();
       wgmma_wait_all();
@@ -300,7 +309,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     wgmma_fence_operands(o);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_m64n128k16_f16_rs(o, a[kk], sw128_desc(base + Smem::kVt + 32 * kk));
+    for (int kk = 0; kk < 4; ++kk) wgmma_m64n128k16_f16_rs(o, a[kk], desc_advance(vt_desc, 32 * kk));
     wgmma_commit();
     wgmma_wait_all();
     wgmma_fence_operands(o);
