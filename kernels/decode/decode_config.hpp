@@ -98,9 +98,9 @@ struct DecodeConfig {
   static_assert(kStages >= 3, "at least two tiles in flight");
 };
 
-// CTAs per multiprocessor the instance for `rows` query rows (and the resolved mainloop) is built
-// to keep resident (its
-// launch bounds; shared memory is sized to match): the split plan counts waves with it.
+// CTAs per multiprocessor that the instance for `rows` query rows (and the resolved mainloop) is
+// built to keep resident (its launch bounds; shared memory is sized to match): the split plan
+// counts waves with it.
 inline int decode_resident_ctas(DecodeCache cache, int rows, DecodeMainloop mainloop) {
   if (mainloop == DecodeMainloop::wgmma) return kDecodeWgmmaCtasPerSm;
   const bool int8 = cache == DecodeCache::int8;
