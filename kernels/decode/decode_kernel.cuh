@@ -33,6 +33,7 @@
 #include "kernels/decode/fragments.cuh"
 #include "kernels/decode/launch.hpp"
 #include "kernels/prefill/softmax.cuh"
+#include "kernels/common/tile_routes.cuh"
 #include "kernels/quant/int8_codes.cuh"
 
 namespace tilemix::gpu {
@@ -137,39 +138,6 @@ struct DecodeTileLoader {
       cp_async_4(scales_dst + 4, v_scale + static_cast<int64_t>(i) * hk);
     }
   }
-};
-
-// Whether some tile of [tile_begin, tile_end) is INT8-routed: tile t is when bit t / group of
-// `word` is set.
-__device__ __forceinline__ bool any_int8_tile(uint64_t word, int group, int tile_begin, int tile_end) {
-  const int g0 = tile_begin / group, groups = (tile_end - 1) / group - g0 + 1;
-  const uint64_t live = word >> g0;
-  return (groups >= 64 ? live : live & ((1ull << groups) - 1ull)) != 0;
-}
-
-// The routes of tiles tile_begin, tile_begin + 1, ... in that order, without a division per tile
-// (ncu showed the t / group of every tile, an integer division, in the loop): the word is shifted
-// once per group of `group` tiles.
-class TileRoutes {
- public:
-  __device__ __forceinline__ TileRoutes(uint64_t word, int group, int tile_begin) : group_(group) {
-    const int first = tile_begin / group;
-    word_ = first >= 64 ? 0ull : word >> first;
-    left_ = group - tile_begin % group;
-  }
-  // Whether the next tile is INT8-routed.
-  __device__ __forceinline__ bool next() {
-    const bool int8 = (word_ & 1ull) != 0;
-    if (--left_ == 0) {
-      left_ = group_;
-      word_ >>= 1;
-    }
-    return int8;
-  }
-
- private:
-  uint64_t word_;
-  int group_, left_;
 };
 
 template <class Cfg>

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "kernels/common/copy.cuh"
+#include "kernels/common/tile_routes.cuh"
 #include "kernels/common/mma.cuh"
 #include "kernels/prefill/accumulator.cuh"
 #include "kernels/prefill/launch.hpp"
@@ -173,25 +174,16 @@ struct MainloopSm80 {
     const int64_t k_first = blk.k_token0(p) * p.hk * D + static_cast<int64_t>(blk.kv_head) * D;
 
     // Routing word of (KV head, query tile), loaded once: key tile n is INT8 when bit n / g is
-    // set. Tiles are issued in ascending order, so the bit is read by shifting the word once per
-    // group instead of dividing.
+    // set. Tiles are issued in ascending order, so TileRoutes reads the bits without dividing.
     uint64_t route_word = 0;
-    int group = 1, group_left = 1;
+    int group = 1;
     bool needs_q8 = false;  // some executed key tile is INT8-routed
     if constexpr (kRouted) {
       route_word = p.words[static_cast<int64_t>(blk.kv_head) * p.total_query_tiles + p.tile_offset[blk.b] + blk.m];
-      group = group_left = p.group[blk.b];
-      const int groups = (blk.key_tiles + group - 1) / group;
-      needs_q8 = (route_word & (groups >= 64 ? ~0ull : (1ull << groups) - 1ull)) != 0;
+      group = p.group[blk.b];
+      needs_q8 = any_int8_tile(route_word, group, 0, blk.key_tiles);
     }
-    const auto next_route = [&]() {
-      const bool int8 = kRouted && (route_word & 1ull) != 0;
-      if (--group_left == 0) {
-        group_left = group;
-        route_word >>= 1;
-      }
-      return int8;
-    };
+    TileRoutes routes(route_word, group, 0);
 
     // Issues the copies of key tile n into `stage` as two groups (K or K8, then V), so that the
     // scores can start before V has landed. Inside the loop the copy addresses are derived from a
@@ -203,7 +195,7 @@ struct MainloopSm80 {
     const auto issue_key_tile = [&](int n, int stage, int thread) {
       const int64_t first = k_first + static_cast<int64_t>(n) * Cfg::kBlockN * p.hk * D;
       const int valid = min(Cfg::kBlockN, blk.lk - n * Cfg::kBlockN);
-      next_int8 = next_route();
+      next_int8 = kRouted && routes.next();
       if (kPaths == ScorePaths::routed_quantize_once && next_int8) {
         load_tile_async<typename Smem::K8Tile, kThreads>(smem_base + Smem::k(stage),
                                                           reinterpret_cast<const char*>(p.k8 + first), p.k8_row_bytes,
