@@ -32,9 +32,10 @@ struct TileBuffers {
   std::vector<float> k_t;  // [d][kTile]
   std::vector<float> v;    // [kTile][d]
   float k_scale = 0.0f, v_scale = 0.0f;
-  std::vector<float> score, prob;  // one row [kTile]
+  std::vector<float> score, prob;  // one row [kTile]: raw scores x, FP16 P
+  float factor = 0.0f;             // the row's s = x * factor
+  int legal = 0;                   // keys [0, legal) of the tile are legal for the row
   std::vector<double> dot;         // FP16-path sums of one row [kTile]
-  std::vector<float> int8_dot;     // INT8-path sums of one row [kTile]
   std::vector<double> pv;          // [d]
   // Running state of the task's rows: [query head in group][row]
   std::vector<float> row_max, row_sum, acc;
@@ -75,7 +76,6 @@ class DecodeEmulator {
     buf.score.resize(kTile);
     buf.prob.resize(kTile);
     buf.dot.resize(kTile);
-    buf.int8_dot.resize(kTile);
     buf.pv.resize(d);
     buf.row_max.assign(static_cast<size_t>(group) * rows, kNegInf);
     buf.row_sum.assign(static_cast<size_t>(group) * rows, 0.0f);
@@ -130,25 +130,26 @@ class DecodeEmulator {
     }
   }
 
-  // s of row r of query head h against the loaded tile, in the log2 domain; illegal keys -inf.
+  // Row r of query head h against the loaded tile: the raw scores x (INT8 path: the exact
+  // integer dot as fp32; FP16 paths: the fp32 dot) of the legal keys and the row's factor f into
+  // the log2 domain, s = x * f.
   void scores(int b, int h, int r, int64_t n, int width, bool int8_scores, TileBuffers& buf) const {
     const int d = shape_.d, hq = shape_.hq;
     const int64_t lq = shape_.new_tokens[b], lk = shape_.cache_len[b];
     const int legal = static_cast<int>(std::clamp<int64_t>(visible_keys(r, lq, lk, true) - n * kTile, 0, width));
     const size_t q_offset = (static_cast<size_t>(cu_new_[b] + r) * hq + h) * d;
-    float* s = buf.score.data();
+    float* x = buf.score.data();
+    buf.legal = legal;
     if (int8_scores) {
       // Every partial sum of d code products is an integer below 2^24: exact in fp32 (int32 MMA).
       const float* q = &q8_codes_[q_offset];
-      float* acc = buf.int8_dot.data();
-      std::fill(acc, acc + legal, 0.0f);
+      std::fill(x, x + legal, 0.0f);
       for (int c = 0; c < d; ++c) {
         const float* k = &buf.k_t[static_cast<size_t>(c) * kTile];
         const float qc = q[c];
-        for (int j = 0; j < legal; ++j) acc[j] += qc * k[j];
+        for (int j = 0; j < legal; ++j) x[j] += qc * k[j];
       }
-      const float q_scale = q8_.scale(b, r, h) * scale_log2_;
-      for (int j = 0; j < legal; ++j) s[j] = (acc[j] * q_scale) * buf.k_scale;
+      buf.factor = (q8_.scale(b, r, h) * scale_log2_) * buf.k_scale;
     } else {
       // fp16 x fp16 and fp16 x code products are exact in fp32; the sum is kept in double.
       const float* q = &q_[q_offset];
@@ -159,30 +160,33 @@ class DecodeEmulator {
         const float qc = q[c];
         for (int j = 0; j < legal; ++j) acc[j] += static_cast<double>(qc * k[j]);
       }
+      for (int j = 0; j < legal; ++j) x[j] = static_cast<float>(acc[j]);
       // The INT8 cache's K8 is dequantized on chip: its block scale is applied after the dot.
-      const float scale = int8_ ? buf.k_scale * scale_log2_ : scale_log2_;
-      for (int j = 0; j < legal; ++j) s[j] = static_cast<float>(acc[j]) * scale;
+      buf.factor = int8_ ? buf.k_scale * scale_log2_ : scale_log2_;
     }
-    std::fill(s + legal, s + width, kNegInf);
   }
 
   void update_state(int width, TileBuffers& buf, float& row_max, float& row_sum, float* o) const {
-    const int d = shape_.d;
-    const float* s = buf.score.data();
+    const int d = shape_.d, legal = buf.legal;
+    const float* x = buf.score.data();
+    const float f = buf.factor;
     float* p16 = buf.prob.data();
-    float tile_max = kNegInf;
-    for (int j = 0; j < width; ++j) tile_max = std::max(tile_max, s[j]);
+    // f >= 0 and rounding is monotone, so the largest s = x * f is the largest x times f.
+    float x_max = kNegInf;
+    for (int j = 0; j < legal; ++j) x_max = std::max(x_max, x[j]);
+    const float tile_max = legal > 0 ? x_max * f : kNegInf;
     const float m_new = std::max(row_max, tile_max);
     const float reference = m_new == kNegInf ? 0.0f : m_new;
     const float alpha = std::exp2(row_max - reference);
 
     float p_sum = 0.0f;
-    for (int j = 0; j < width; ++j) {
-      const float p = std::exp2(s[j] - reference);
+    for (int j = 0; j < legal; ++j) {
+      const float p = std::exp2(std::fma(x[j], f, -reference));
       p_sum += p;
       // The INT8 cache folds V's block scale into P before the FP16 rounding.
       p16[j] = round_to_half(int8_ ? p * buf.v_scale : p);
     }
+    std::fill(p16 + legal, p16 + width, 0.0f);
     row_max = m_new;
     row_sum = row_sum * alpha + p_sum;
 

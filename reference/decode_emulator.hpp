@@ -5,16 +5,18 @@
 // ascending order; state m, l, O in fp32 (decode keeps fp32 state and fp32 PV accumulation).
 // Key tile n covers cache tokens [64 n, 64 n + 64) = one scale block, route = plan word bit
 // (n / g) (INT8 cache only; the FP16 cache has no routing). scale_log2 = softmax_scale * log2 e.
-//   INT8 cache, INT8 score path:  C = sum q8 * k8 (int32; Q quantized per (sequence, head) with
-//                                 quantize_blockwise, BLKQ = 128, so one Q block per sequence)
-//                                 s = (float(C) * (q_scale * scale_log2)) * k_scale[block]
-//   INT8 cache, FP16 score path:  acc = fp32(sum q * float(k8))   (K8 dequantized on chip: the
+//   Raw scores x and a factor f per (row, tile), s = x * f in the log2 domain:
+//   INT8 cache, INT8 score path:  x = float(C), C = sum q8 * k8 (int32; Q quantized per
+//                                 (sequence, head) with quantize_blockwise, BLKQ = 128, so one Q
+//                                 block per sequence); f = (q_scale * scale_log2) * k_scale[block]
+//   INT8 cache, FP16 score path:  x = fp32(sum q * float(k8))   (K8 dequantized on chip: the
 //                                 codes are exact in FP16, the block scale applied after the dot)
-//                                 s = acc * (k_scale[block] * scale_log2)
-//   FP16 cache:                   acc = fp32(sum q * k), s = acc * scale_log2
-//   illegal elements (causal, bounds): -inf
-//   m_new = max(m, rowmax(s)); ref = m_new or 0 when -inf; p = exp2(s - ref);
-//   alpha = exp2(m - ref); l = l * alpha + rowsum(p)          (rowsum of the fp32 p)
+//                                 f = k_scale[block] * scale_log2
+//   FP16 cache:                   x = fp32(sum q * k), f = scale_log2
+//   illegal elements (causal, bounds): no score, p = 0
+//   tile max = fp32(max x * f) (= max of fp32(x * f): f >= 0 and rounding is monotone);
+//   m_new = max(m, tile max); ref = m_new or 0 when -inf; p = exp2(fma(x, f, -ref)) (one
+//   rounding); alpha = exp2(m - ref); l = l * alpha + rowsum(p)   (rowsum of the fp32 p)
 //   INT8 cache: O = O * alpha + fp16(p * v_scale[block]) @ float(v8)   (V8 converted on chip, its
 //               block scale folded into P)
 //   FP16 cache: O = O * alpha + fp16(p) @ V

@@ -1,11 +1,18 @@
 #pragma once
 // Warpgroup MMA (sm_90a) for the operand layouts the decode kernel uses: A and B K-major in
-// shared memory with the 128-byte swizzle, or A (FP16) in registers. One warpgroup = 4 warps.
+// shared memory with the 128-byte swizzle, or A (FP16) in registers and B MN-major in shared
+// memory. One warpgroup = 4 warps.
 //
 // K-major, 128-byte swizzle: rows of 128 bytes (64 FP16 or 128 INT8 elements along K), the
 // 16-byte chunk c of row r stored at chunk c ^ (r % 8), groups of 8 rows 1024 bytes apart, the
 // whole thing 1024-byte aligned (the hardware applies the XOR to address bits 4-6 from bits 7-9).
 // A K step of 32 bytes (k16 FP16, k32 INT8) moves the descriptor's start address by 32 bytes.
+//
+// MN-major FP16 B, 128-byte swizzle: the same bytes read the other way. Rows are K, 64 N elements
+// per 128-byte row, 8 K rows per 1024-byte group, further 64-element N blocks `n_block_bytes`
+// apart; a k16 step (two 8-row groups) moves the start address by 2048 bytes. So a 64 x 128 FP16
+// tile stored as two K-major 64-channel blocks (row = key) is both the K-major B of Q K^T and the
+// MN-major B of P V.
 //
 // Accumulator fragment of m64nN (per warp w, lane = 4g + t): element 4j + e holds row
 // 16w + g + 8 * (e / 2), column 8j + 2t + e % 2.
@@ -24,6 +31,13 @@ __device__ __forceinline__ uint32_t sw128_offset(int row, int byte) {
 // (1), stride byte offset 1024 (the next group of 8 rows), layout type 1 = 128-byte swizzle.
 __device__ __forceinline__ uint64_t sw128_desc(uint32_t smem_addr) {
   return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(1) << 16) |
+         (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
+}
+
+// Descriptor of an MN-major 128-byte-swizzled FP16 operand: leading byte offset = the stride of
+// the 64-element N blocks, stride byte offset 1024 (the next 8 K rows).
+__device__ __forceinline__ uint64_t sw128_desc_mn(uint32_t smem_addr, uint32_t n_block_bytes) {
+  return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(n_block_bytes >> 4) << 16) |
          (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
 }
 
@@ -84,7 +98,7 @@ __device__ __forceinline__ void wgmma_m64n64k16_f16(float (&d)[32], uint64_t des
 }
 
 // D(64x128, f32) += A(64x16, f16, registers: the mma.m16n8k16 A fragment of the warp's 16 rows)
-// B(16x128, f16, shared memory).
+// B(16x128, f16, shared memory, MN-major: sw128_desc_mn).
 __device__ __forceinline__ void wgmma_m64n128k16_f16_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
@@ -93,7 +107,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_f16_rs(float (&d)[64], const ui
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
       "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
       "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-      "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+      "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),

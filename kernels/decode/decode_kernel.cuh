@@ -5,13 +5,14 @@
 //
 // Per key tile (64 tokens = one scale block), in ascending order as the emulator walks them:
 //   1. wait for the tile, barrier, issue the tile kStages - 1 ahead (cp.async, 16-byte chunks);
-//   2. S^T = K Q^T for the warp's keys: INT8 cache, INT8 route: mma.m16n8k32 on K8 and Q8 (Q
-//      quantized on chip once per CTA), s = (float(C) * (q_scale * scale_log2)) * k_scale;
-//      INT8 cache, FP16 route: K8 converted to FP16 in registers, mma.m16n8k16,
-//      s = acc * (k_scale * scale_log2); FP16 cache: mma.m16n8k16 on K, s = acc * scale_log2;
-//   3. -inf for keys past the sequence or the causal limit (only the last tiles);
-//   4. the tile's row maxima (one exchange through shared memory when warps split the keys), the
-//      online softmax in fp32, O rescaled;
+//   2. raw scores x of S^T = K Q^T for the warp's keys and a factor f per query column, s = x * f:
+//      INT8 cache, INT8 route: mma.m16n8k32 on K8 and Q8 (Q quantized on chip once per CTA),
+//      x = float(C), f = (q_scale * scale_log2) * k_scale; INT8 cache, FP16 route: K8 converted
+//      to FP16 in registers, mma.m16n8k16, x = acc, f = k_scale * scale_log2; FP16 cache:
+//      mma.m16n8k16 on K, x = acc, f = scale_log2;
+//   3. no score for keys past the sequence or the causal limit (only the last tiles);
+//   4. the tile's row maxima of x times f (one exchange through shared memory when warps split
+//      the keys), p = exp2(fma(x, f, -m)) in fp32, O rescaled;
 //   5. O^T += V^T P^T: V8 codes converted in registers after ldmatrix.trans, P times the V block
 //      scale rounded to FP16 (FP16 cache: P rounded), P transposed into a B fragment by movmatrix.
 // Epilogue: warps' partial O and l summed through shared memory; a single-split sequence writes
@@ -19,6 +20,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -101,42 +103,77 @@ struct DecodeBlock {
   __device__ __forceinline__ int visible(int r) const { return min(len, r / heads + len - n + 1); }
 };
 
-// The cache tiles of a CTA: tile t starts (t - tile_begin) * 64 rows after `k` / `v`. issue()
-// sends K, V (and for the INT8 cache the two block scales) of tile t as one cp.async group's
-// worth; rows past the cache end are zero-filled, so V contributes exact zeros there.
+// The cache tiles of a CTA, issued in ascending order: issue_next() sends K, V (and for the
+// INT8 cache the two block scales) of the next tile as one cp.async group's worth; rows past the
+// cache end are zero-filled, so V contributes exact zeros there. Thread t copies chunk
+// t % chunks_per_row of rows t / chunks_per_row + i * kRowsPerPass. The pointers advance by a
+// tile per call and only the sequence's last tile takes the predicated path, so a full tile costs
+// its cp.async and a 64-bit add per pass (the per-tile address arithmetic was about 80
+// instructions per thread and tile: docs/perf-notes.md, decode v7).
 template <class Tile, int kThreads, bool kInt8>
 struct DecodeTileLoader {
-  const char* k;
-  const char* v;
+  static constexpr int kRowsPerPass = kThreads / Tile::kChunksPerRow;
+  static constexpr int kPasses = Tile::kRows / kRowsPerPass;
+  static_assert(kThreads % Tile::kChunksPerRow == 0 && Tile::kRows % kRowsPerPass == 0, "whole passes");
+  static_assert(kRowsPerPass % Tile::kRowPeriod == 0, "every pass keeps the swizzle phase");
+
+  const char* k_tile;  // row 0 of the next tile (always inside the cache: the tile has a valid row)
+  const char* v_tile;
   const float* k_scale;
   const float* v_scale;
-  int64_t row_stride, tile_stride;
-  int hk, tile_begin, len;
+  int64_t thread_offset, pass_stride, tile_stride;
+  uint32_t smem_offset;  // the thread's first chunk within a tile in shared memory
+  int rows_left;         // cache rows from the thread's first row of the next tile to the end
+  int hk;
 
-  __device__ __forceinline__ DecodeTileLoader(const DecodeKernelParams& p, const DecodeBlock& blk) {
+  __device__ __forceinline__ DecodeTileLoader(const DecodeKernelParams& p, const DecodeBlock& blk, int tid) {
+    const int row0 = tid / Tile::kChunksPerRow, chunk = tid % Tile::kChunksPerRow;
     const int64_t first_row = p.cu_capacity[blk.b] + static_cast<int64_t>(blk.tile_begin) * kDecodeBlockN;
     const int64_t offset = first_row * p.cache_row_bytes + static_cast<int64_t>(blk.kv_head) * Tile::kRowBytes;
     const int64_t first_scale = (p.cu_blocks[blk.b] + blk.tile_begin) * p.hk + blk.kv_head;
-    k = p.k + offset;
-    v = p.v + offset;
+    k_tile = p.k + offset;
+    v_tile = p.v + offset;
     k_scale = kInt8 ? p.k_scale + first_scale : nullptr;
     v_scale = kInt8 ? p.v_scale + first_scale : nullptr;
-    row_stride = p.cache_row_bytes;
+    thread_offset = row0 * p.cache_row_bytes + chunk * 16;
+    pass_stride = kRowsPerPass * p.cache_row_bytes;
     tile_stride = kDecodeBlockN * p.cache_row_bytes;
+    smem_offset = Tile::offset(row0, chunk);
+    rows_left = blk.len - blk.tile_begin * kDecodeBlockN - row0;
     hk = p.hk;
-    tile_begin = blk.tile_begin;
-    len = blk.len;
   }
 
-  __device__ __forceinline__ void issue(int t, uint32_t k_dst, uint32_t v_dst, uint32_t scales_dst, int tid) const {
-    const int i = t - tile_begin;
-    const int valid = min(kDecodeBlockN, len - t * kDecodeBlockN);
-    load_tile_async<Tile, kThreads>(k_dst, k + i * tile_stride, row_stride, valid, tid);
-    load_tile_async<Tile, kThreads>(v_dst, v + i * tile_stride, row_stride, valid, tid);
-    if (kInt8 && tid == 0) {
-      cp_async_4(scales_dst, k_scale + static_cast<int64_t>(i) * hk);
-      cp_async_4(scales_dst + 4, v_scale + static_cast<int64_t>(i) * hk);
+  __device__ __forceinline__ void issue_next(uint32_t k_dst, uint32_t v_dst, uint32_t scales_dst, int tid) {
+    const char* k_src = k_tile + thread_offset;
+    const char* v_src = v_tile + thread_offset;
+    k_dst += smem_offset;
+    v_dst += smem_offset;
+    if (rows_left > (kPasses - 1) * kRowsPerPass) {
+#pragma unroll
+      for (int i = 0; i < kPasses; ++i) {
+        cp_async_16(k_dst + i * kRowsPerPass * Tile::kRowBytes, k_src + i * pass_stride, true);
+        cp_async_16(v_dst + i * kRowsPerPass * Tile::kRowBytes, v_src + i * pass_stride, true);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kPasses; ++i) {
+        // An invalid row reads nothing; it still names an address inside the cache.
+        const bool valid = i * kRowsPerPass < rows_left;
+        cp_async_16(k_dst + i * kRowsPerPass * Tile::kRowBytes, valid ? k_src + i * pass_stride : k_tile, valid);
+        cp_async_16(v_dst + i * kRowsPerPass * Tile::kRowBytes, valid ? v_src + i * pass_stride : v_tile, valid);
+      }
     }
+    if (kInt8 && tid == 0) {
+      cp_async_4(scales_dst, k_scale);
+      cp_async_4(scales_dst + 4, v_scale);
+    }
+    k_tile += tile_stride;
+    v_tile += tile_stride;
+    if constexpr (kInt8) {
+      k_scale += hk;
+      v_scale += hk;
+    }
+    rows_left -= kDecodeBlockN;
   }
 };
 
@@ -157,8 +194,13 @@ struct DecodeMath {
   using QCodes = uint32_t[QF][Cfg::kInt8 ? D / 16 : 1];
   using Output = float[DS][QF][4];
 
-  // INT8 path: C = K8 Q8^T exactly, s = (float(C) * (scale_q * scale_log2)) * scale_k.
-  __device__ __forceinline__ static void int8_scores(Scores& s, uint32_t k_lane, const QCodes& q8,
+  // f of the thread's query columns 2t, 2t + 1 of each fragment. f is 0 only when a scale is
+  // (then every code and x is 0) and is at least FLT_MIN otherwise, so max(f, FLT_MIN) changes no
+  // s, and -inf (an illegal key) times f stays -inf.
+  using Factors = float[QF][2];
+
+  // INT8 path: C = K8 Q8^T exactly, x = float(C), f = (scale_q * scale_log2) * scale_k.
+  __device__ __forceinline__ static void int8_scores(Scores& x, Factors& fac, uint32_t k_lane, const QCodes& q8,
                                                      const float (&q_factor)[QF][2], float k_scale) {
     int acc[KS][QF][4];
 #pragma unroll
@@ -182,15 +224,18 @@ struct DecodeMath {
 #pragma unroll
       for (int f = 0; f < QF; ++f)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[ks][f][e] = __fmul_rn(__fmul_rn(__int2float_rn(acc[ks][f][e]), q_factor[f][e & 1]), k_scale);
-        }
+        for (int e = 0; e < 4; ++e) x[ks][f][e] = __int2float_rn(acc[ks][f][e]);
+#pragma unroll
+    for (int f = 0; f < QF; ++f) {
+      fac[f][0] = fmaxf(__fmul_rn(q_factor[f][0], k_scale), FLT_MIN);
+      fac[f][1] = fmaxf(__fmul_rn(q_factor[f][1], k_scale), FLT_MIN);
+    }
   }
 
-  // FP16 path on the INT8 cache: K8 fragments converted to FP16 (codes are exact), fp32 sums,
-  // s = acc * (k_scale * scale_log2).
-  __device__ __forceinline__ static void code_scores(Scores& s, uint32_t k_lane, const QHalf& q, float k_factor) {
-    float acc[KS][QF][4];
+  // FP16 path on the INT8 cache: K8 fragments converted to FP16 (codes are exact), x = the fp32
+  // sums, f = k_scale * scale_log2.
+  __device__ __forceinline__ static void code_scores(Scores& acc, Factors& fac, uint32_t k_lane, const QHalf& q,
+                                                     float k_factor) {
     zero(acc);
 #pragma unroll
     for (int kk = 0; kk < D / 32; ++kk) {
@@ -212,12 +257,12 @@ struct DecodeMath {
         }
       }
     }
-    scale_scores(s, acc, k_factor);
+    fill(fac, fmaxf(k_factor, FLT_MIN));
   }
 
-  // FP16 cache: s = fp32(K Q^T) * scale_log2.
-  __device__ __forceinline__ static void fp16_scores(Scores& s, uint32_t k_lane, const QHalf& q, float scale_log2) {
-    float acc[KS][QF][4];
+  // FP16 cache: x = fp32(K Q^T), f = scale_log2.
+  __device__ __forceinline__ static void fp16_scores(Scores& acc, Factors& fac, uint32_t k_lane, const QHalf& q,
+                                                     float scale_log2) {
     zero(acc);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
@@ -229,7 +274,7 @@ struct DecodeMath {
         for (int f = 0; f < QF; ++f) mma_m16n8k16_f32(acc[ks][f], a, q[f][2 * kk], q[f][2 * kk + 1]);
       }
     }
-    scale_scores(s, acc, scale_log2);
+    fill(fac, scale_log2);
   }
 
   // -inf for keys past the cache end or the causal limit of the element's query row.
@@ -316,13 +361,9 @@ struct DecodeMath {
         for (int e = 0; e < 4; ++e) acc[ks][f][e] = T(0);
   }
 
-  __device__ __forceinline__ static void scale_scores(Scores& s, const float (&acc)[KS][QF][4], float factor) {
+  __device__ __forceinline__ static void fill(Factors& fac, float value) {
 #pragma unroll
-    for (int ks = 0; ks < KS; ++ks)
-#pragma unroll
-      for (int f = 0; f < QF; ++f)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[ks][f][e] = __fmul_rn(acc[ks][f][e], factor);
+    for (int f = 0; f < QF; ++f) fac[f][0] = fac[f][1] = value;
   }
 };
 
@@ -347,15 +388,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   const int kw = warp % kKeyWarps, qw = warp / kKeyWarps;
   const int g = lane >> 2, tq = lane & 3;
 
-  const DecodeTileLoader<Tile, Cfg::kThreads, Cfg::kInt8> tiles(p, blk);
-  const auto issue = [&](int t, int stage) {
-    tiles.issue(t, smem_base + Smem::k(stage), smem_base + Smem::v(stage), smem_base + Smem::kScales + stage * 8,
-                tid);
+  DecodeTileLoader<Tile, Cfg::kThreads, Cfg::kInt8> tiles(p, blk, tid);
+  const auto issue = [&](int stage) {
+    tiles.issue_next(smem_base + Smem::k(stage), smem_base + Smem::v(stage), smem_base + Smem::kScales + stage * 8,
+                     tid);
   };
   // Prologue: kStages - 1 tiles in flight before anything else.
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
-    if (blk.tile_begin + i < blk.tile_end) issue(blk.tile_begin + i, i);
+    if (blk.tile_begin + i < blk.tile_end) issue(i);
     cp_async_commit();
   }
 
@@ -472,25 +513,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     // Tile t landed; every warp is done with tile t - 1, whose stage the next issue reuses.
     cp_async_wait<kStages - 2>();
     __syncthreads();
-    if (t + kStages - 1 < blk.tile_end) issue(t + kStages - 1, stage == 0 ? kStages - 1 : stage - 1);
+    if (t + kStages - 1 < blk.tile_end) issue(stage == 0 ? kStages - 1 : stage - 1);
     cp_async_commit();
 
     const uint32_t stage_bytes = stage * Cfg::kStageBytes;
     const float* scales = reinterpret_cast<const float*>(smem + Smem::kScales + stage * 8);
-    float s[KS][QF][4];
+    float s[KS][QF][4];  // x, then p
+    typename Math::Factors fac;
     if constexpr (Cfg::kInt8) {
       if (routes.next()) {
-        Math::int8_scores(s, k_lane + stage_bytes, q8, q_factor, scales[0]);
+        Math::int8_scores(s, fac, k_lane + stage_bytes, q8, q_factor, scales[0]);
       } else {
-        Math::code_scores(s, k_lane + stage_bytes, q, __fmul_rn(scales[0], p.scale_log2));
+        Math::code_scores(s, fac, k_lane + stage_bytes, q, __fmul_rn(scales[0], p.scale_log2));
       }
     } else {
-      Math::fp16_scores(s, k_lane + stage_bytes, q, p.scale_log2);
+      Math::fp16_scores(s, fac, k_lane + stage_bytes, q, p.scale_log2);
     }
     if ((t + 1) * Cfg::kBlockN > mask_from) Math::mask(s, blk, t, kw, qw, lane);
 
     // Row maxima of the whole tile: over this thread's keys, the 8 lanes of its column, and the
-    // key warps (exact in any order, so every warp holds the same m as the emulator).
+    // key warps (exact in any order, so every warp holds the same m as the emulator). f >= 0 and
+    // rounding is monotone: the maximum of s = x * f is the maximum of x times f.
     float tile_max[QF][2];
 #pragma unroll
     for (int f = 0; f < QF; ++f) {
@@ -501,7 +544,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
         for (int ks = 0; ks < KS; ++ks) x = fmaxf(x, fmaxf(s[ks][f][e], s[ks][f][e + 2]));
 #pragma unroll
         for (int off = 4; off < 32; off <<= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
-        tile_max[f][e] = x;
+        tile_max[f][e] = __fmul_rn(x, fac[f][e]);
       }
     }
     if constexpr (kKeyWarps > 1) {
@@ -526,7 +569,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
         }
     }
 
-    // Online softmax in the log2 domain, separate rounded operations as the emulator performs.
+    // Online softmax in the log2 domain, the emulator's rounding points: p = exp2(fma(x, f, -m)).
     float alpha[QF][2];
 #pragma unroll
     for (int f = 0; f < QF; ++f) {
@@ -535,18 +578,28 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
         const float m_new = fmaxf(row_max[f][e], tile_max[f][e]);
         const float ref = m_new == -INFINITY ? 0.0f : m_new;
         alpha[f][e] = exp2_approx(__fsub_rn(row_max[f][e], ref));
-        float sum = 0.0f;
+        row_max[f][e] = m_new;
 #pragma unroll
         for (int ks = 0; ks < KS; ++ks) {
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
             float& x = s[ks][f][2 * half + e];
-            x = exp2_approx(__fsub_rn(x, ref));
-            sum = __fadd_rn(sum, x);
+            x = exp2_approx(__fmaf_rn(x, fac[f][e], -ref));
           }
         }
+      }
+    }
+#pragma unroll
+    for (int f = 0; f < QF; ++f) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) {
+#pragma unroll
+          for (int half = 0; half < 2; ++half) sum = __fadd_rn(sum, s[ks][f][2 * half + e]);
+        }
         row_sum[f][e] = __fadd_rn(__fmul_rn(row_sum[f][e], alpha[f][e]), sum);
-        row_max[f][e] = m_new;
       }
     }
     // O *= alpha, skipped when no column of the warp moved its maximum (alpha = 1 leaves O

@@ -9,17 +9,18 @@
 // Query rows r = token r / heads of head r % heads, padded with zero rows to 64. Per key tile:
 //   1. wait for the tile, barrier, issue the tile kStages - 1 ahead (cp.async, the K8 and V8
 //      tiles land K-major with the 128-byte swizzle, which is wgmma's operand layout);
-//   2. V8 converted once into V^T in FP16 (K-major for the P V product), and for an FP16-routed
-//      tile K8 into FP16 K, written over the tile's own stage;
-//   3. S = Q8 K8^T (wgmma s8, s = (float(C) * (q_scale * scale_log2)) * k_scale) or
-//      S = Q K^T on the FP16 codes (s = acc * (k_scale * scale_log2));
-//   4. -inf past the sequence or the causal limit; row maxima within the quad of lanes that
-//      holds a row; online softmax in fp32; O rescaled when a maximum moved;
+//   2. V8 converted once into FP16 V (two K-major 64-channel blocks, which the P V product reads
+//      MN-major), and for an FP16-routed tile K8 into FP16 K over the tile's own stage;
+//   3. S = Q8 K8^T (wgmma s8, x = float(C), f = (q_scale * scale_log2) * k_scale) or
+//      S = Q K^T on the FP16 codes (x = acc, f = k_scale * scale_log2); s = x * f;
+//   4. no score past the sequence or the causal limit; row maxima of x within the quad of lanes
+//      that holds a row, times f; p = exp2(fma(x, f, -m)); O rescaled when a maximum moved;
 //   5. O += P V: P times the V block scale rounded to FP16, straight from the score registers.
 // Epilogue: o = fp16(O / l) and LSE, or (m, l, O) of a split for the combine kernel.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -43,7 +44,7 @@ namespace {
 
 // Shared memory of the wgmma kernel, every operand 1024-byte aligned:
 // [stage s: K8 | V8, or after the conversions K in FP16 (two 64-channel blocks)] x kStages |
-// Q (FP16, two blocks) | Q8 | V^T (FP16, 128 channel rows of 64 keys) | scales [kStages][2] |
+// Q (FP16, two blocks) | Q8 | V (FP16, two blocks) | scales [kStages][2] |
 // per-head |Q| maxima [64]. 72 KB: three CTAs per multiprocessor.
 struct DecodeWgmmaSmem {
   using Tile = SwizzledTile<kDecodeBlockN, kDecodeWgmmaDim>;  // 64 keys x 128 codes
@@ -53,13 +54,13 @@ struct DecodeWgmmaSmem {
   static constexpr int kHalfBlock = 64 * 128;                // 64 rows x 64 FP16 channels
   static constexpr int kQ16 = kStages * kStageBytes;
   static constexpr int kQ8 = kQ16 + 2 * kHalfBlock;
-  static constexpr int kVt = kQ8 + kDecodeWgmmaRows * 128;
-  static constexpr int kScales = kVt + kDecodeWgmmaDim * 128;
+  static constexpr int kV16 = kQ8 + kDecodeWgmmaRows * 128;
+  static constexpr int kScales = kV16 + 2 * kHalfBlock;
   static constexpr int kHeadAbsmax = kScales + 64;
   static constexpr int kBytes = kHeadAbsmax + kDecodeWgmmaRows * 4;
   static constexpr int kAllocBytes = kBytes + 1024;  // the base is aligned at run time
   static_assert(kStageBytes == 2 * kHalfBlock, "an FP16 K tile fits its stage");
-  static_assert(kStageBytes % 1024 == 0 && kQ16 % 1024 == 0 && kQ8 % 1024 == 0 && kVt % 1024 == 0,
+  static_assert(kStageBytes % 1024 == 0 && kQ16 % 1024 == 0 && kQ8 % 1024 == 0 && kV16 % 1024 == 0,
                 "wgmma operands are 1024-byte aligned");
   static_assert(kStages * 8 <= 64, "scales fit their slot");
 
@@ -68,6 +69,43 @@ struct DecodeWgmmaSmem {
     return raw + ((1024u - misalign) & 1023u);
   }
 };
+
+// A 64-key x 128-code tile (K-major, 128-byte swizzle) as items (key, 16-code chunk): item
+// tid + 128 i of a thread is key tid % 64, chunk tid / 64 + 2 i. The 8 threads of a 16-byte
+// shared-memory phase hold 8 consecutive keys of one chunk, which the swizzle puts in 8 distinct
+// bank groups, both for the code loads and for the FP16 stores below.
+constexpr int kCodeItems = kDecodeBlockN * (kDecodeWgmmaDim / 16) / 128;
+
+__device__ __forceinline__ void load_code_items(const char* codes, int tid, uint4 (&items)[kCodeItems]) {
+#pragma unroll
+  for (int i = 0; i < kCodeItems; ++i) {
+    items[i] = *reinterpret_cast<const uint4*>(codes + sw128_offset(tid % 64, 16 * (tid / 64 + 2 * i)));
+  }
+}
+
+// The items as FP16 (codes are exact) into two 64-channel blocks of 64 keys x 128 bytes with the
+// 128-byte swizzle: the K-major B operand of Q K^T and the MN-major B operand of P V alike.
+__device__ __forceinline__ void store_half_items(char* halves, int tid, const uint4 (&items)[kCodeItems]) {
+#pragma unroll
+  for (int i = 0; i < kCodeItems; ++i) {
+    const int key = tid % 64, chunk = tid / 64 + 2 * i;
+    const uint32_t w[4] = {bias_codes(items[i].x), bias_codes(items[i].y), bias_codes(items[i].z),
+                           bias_codes(items[i].w)};
+    char* block = halves + (chunk / 4) * DecodeWgmmaSmem::kHalfBlock;
+    *reinterpret_cast<uint4*>(block + sw128_offset(key, (chunk % 4) * 32)) =
+        make_uint4(codes_to_half2(w[0], kBytes01), codes_to_half2(w[0], kBytes23), codes_to_half2(w[1], kBytes01),
+                   codes_to_half2(w[1], kBytes23));
+    *reinterpret_cast<uint4*>(block + sw128_offset(key, (chunk % 4) * 32 + 16)) =
+        make_uint4(codes_to_half2(w[2], kBytes01), codes_to_half2(w[2], kBytes23), codes_to_half2(w[3], kBytes01),
+                   codes_to_half2(w[3], kBytes23));
+  }
+}
+
+__device__ __forceinline__ void convert_v(const char* v8, char* v16, int tid) {
+  uint4 codes[kCodeItems];
+  load_code_items(v8, tid, codes);
+  store_half_items(v16, tid, codes);
+}
 
 __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     decode_wgmma_kernel(const __grid_constant__ DecodeKernelParams p) {
@@ -85,14 +123,14 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;
 
-  const DecodeTileLoader<Tile, kThreads, true> tiles(p, blk);
-  const auto issue = [&](int t, int stage) {
+  DecodeTileLoader<Tile, kThreads, true> tiles(p, blk, tid);
+  const auto issue = [&](int stage) {
     const uint32_t k_dst = base + stage * Smem::kStageBytes;
-    tiles.issue(t, k_dst, k_dst + Smem::kTileBytes, base + Smem::kScales + stage * 8, tid);
+    tiles.issue_next(k_dst, k_dst + Smem::kTileBytes, base + Smem::kScales + stage * 8, tid);
   };
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
-    if (blk.tile_begin + i < blk.tile_end) issue(blk.tile_begin + i, i);
+    if (blk.tile_begin + i < blk.tile_end) issue(i);
     cp_async_commit();
   }
 
@@ -101,40 +139,44 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
   const bool needs_q8 = any_int8_tile(word, group, blk.tile_begin, blk.tile_end);
   TileRoutes routes(word, group, blk.tile_begin);
 
-  // Q into shared memory: item (row, 16-channel chunk), rows past the CTA's rows zero.
+  // Q into shared memory: item (row, 16-channel chunk) tid + 128 i, rows past the CTA's rows
+  // zero. All of a thread's loads are issued before the first store, and the values stay in
+  // registers for the Q8 pass.
+  constexpr int kQItems = kDecodeWgmmaRows * (D / 16) / kThreads;
+  uint4 q_lo[kQItems], q_hi[kQItems];
+#pragma unroll
+  for (int i = 0; i < kQItems; ++i) {
+    const int item = tid + i * kThreads, r = item / (D / 16), chunk = item % (D / 16);
+    q_lo[i] = q_hi[i] = make_uint4(0u, 0u, 0u, 0u);
+    if (r < blk.rows) {
+      const __half* row = p.q + (blk.token(p, r) * p.hq + blk.head(r)) * D + 16 * chunk;
+      q_lo[i] = *reinterpret_cast<const uint4*>(row);
+      q_hi[i] = *reinterpret_cast<const uint4*>(row + 8);
+    }
+  }
   unsigned* head_absmax = reinterpret_cast<unsigned*>(smem + Smem::kHeadAbsmax);
   if (tid < kDecodeWgmmaRows) head_absmax[tid] = 0u;
   __syncthreads();
-  const auto q_chunk = [&](int r, int chunk, uint4& lo, uint4& hi) {
-    lo = hi = make_uint4(0u, 0u, 0u, 0u);
-    if (r < blk.rows) {
-      const __half* row = p.q + (blk.token(p, r) * p.hq + blk.head(r)) * D + 16 * chunk;
-      lo = *reinterpret_cast<const uint4*>(row);
-      hi = *reinterpret_cast<const uint4*>(row + 8);
-    }
-  };
-  for (int item = tid; item < kDecodeWgmmaRows * (D / 16); item += kThreads) {
-    const int r = item / (D / 16), chunk = item % (D / 16);
-    uint4 lo, hi;
-    q_chunk(r, chunk, lo, hi);
+#pragma unroll
+  for (int i = 0; i < kQItems; ++i) {
+    const int item = tid + i * kThreads, r = item / (D / 16), chunk = item % (D / 16);
     char* q16 = smem + Smem::kQ16 + (chunk / 4) * Smem::kHalfBlock;
-    *reinterpret_cast<uint4*>(q16 + sw128_offset(r, (chunk % 4) * 32)) = lo;
-    *reinterpret_cast<uint4*>(q16 + sw128_offset(r, (chunk % 4) * 32 + 16)) = hi;
+    *reinterpret_cast<uint4*>(q16 + sw128_offset(r, (chunk % 4) * 32)) = q_lo[i];
+    *reinterpret_cast<uint4*>(q16 + sw128_offset(r, (chunk % 4) * 32 + 16)) = q_hi[i];
     // Non-negative floats order like their bit patterns.
     if (needs_q8 && r < blk.rows) {
-      atomicMax(&head_absmax[r % blk.heads], __float_as_uint(absmax8(hi, absmax8(lo, 0.0f))));
+      atomicMax(&head_absmax[r % blk.heads], __float_as_uint(absmax8(q_hi[i], absmax8(q_lo[i], 0.0f))));
     }
   }
   // Q8 per (sequence, head) over all the head's rows, as quantize_blockwise with BLKQ = 128.
   float q_factor[2] = {0.0f, 0.0f};
   if (needs_q8) {
     __syncthreads();
-    for (int item = tid; item < kDecodeWgmmaRows * (D / 16); item += kThreads) {
-      const int r = item / (D / 16), chunk = item % (D / 16);
-      uint4 lo, hi;
-      q_chunk(r, chunk, lo, hi);
+#pragma unroll
+    for (int i = 0; i < kQItems; ++i) {
+      const int item = tid + i * kThreads, r = item / (D / 16), chunk = item % (D / 16);
       const Int8Encoder encoder(int8_block_scale(__uint_as_float(head_absmax[r % blk.heads])));
-      const uint2 a = encoder.encode8(lo), b = encoder.encode8(hi);
+      const uint2 a = encoder.encode8(q_lo[i]), b = encoder.encode8(q_hi[i]);
       *reinterpret_cast<uint4*>(smem + Smem::kQ8 + sw128_offset(r, 16 * chunk)) = make_uint4(a.x, a.y, b.x, b.y);
     }
 #pragma unroll
@@ -154,18 +196,14 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
 
   // Descriptors of the fixed operands, built once.
   const uint64_t q8_desc = sw128_desc(base + Smem::kQ8), q16_desc = sw128_desc(base + Smem::kQ16);
-  const uint64_t vt_desc = sw128_desc(base + Smem::kVt);
-  // V^T stores: row `channel`, byte 4 lane. The swizzle moves 16-byte chunk lane / 4 to chunk
-  // (lane / 4) ^ (channel % 8), and channel % 8 = (4 w + e) % 8 is a compile-time value below: the
-  // address is vt_lane (bits 4-6 = lane / 4) with those bits flipped, plus a constant.
-  const uint32_t vt_lane = Smem::kVt + 2048 * (2 * warp) + sw128_offset(0, 4 * lane);
+  const uint64_t v_desc = sw128_desc_mn(base + Smem::kV16, Smem::kHalfBlock);
 
   int stage = 0;
   for (int t = blk.tile_begin; t < blk.tile_end; ++t) {
     cp_async_wait<kStages - 2>();
-    fence_proxy_async_shared();  // the landed K8 tile (and Q, K, V^T writes) reach wgmma's reads
+    fence_proxy_async_shared();  // the landed K8 tile (and Q, K, V writes) reach wgmma's reads
     __syncthreads();
-    if (t + kStages - 1 < blk.tile_end) issue(t + kStages - 1, stage == 0 ? kStages - 1 : stage - 1);
+    if (t + kStages - 1 < blk.tile_end) issue(stage == 0 ? kStages - 1 : stage - 1);
     cp_async_commit();
 
     const uint64_t k_desc = sw128_desc(base + stage * Smem::kStageBytes);
@@ -174,142 +212,126 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     const float* scales = reinterpret_cast<const float*>(smem + Smem::kScales + stage * 8);
     const bool int8_route = routes.next();
 
-    // V^T in FP16: lane = key pair (2 lane, 2 lane + 1), warp = channel chunks 2 warp, 2 warp + 1.
-#pragma unroll
-    for (int cc = 0; cc < 2; ++cc) {
-      const int c = 2 * warp + cc;
-      const uint4 a = *reinterpret_cast<const uint4*>(v8_ptr + sw128_offset(2 * lane, 16 * c));
-      const uint4 b = *reinterpret_cast<const uint4*>(v8_ptr + sw128_offset(2 * lane + 1, 16 * c));
-      const uint32_t wa[4] = {bias_codes(a.x), bias_codes(a.y), bias_codes(a.z), bias_codes(a.w)};
-      const uint32_t wb[4] = {bias_codes(b.x), bias_codes(b.y), bias_codes(b.z), bias_codes(b.w)};
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        // Bytes {a0, b0, a1, b1} and {a2, b2, a3, b3}: channel pairs of the two keys.
-        const uint32_t lo = __byte_perm(wa[w], wb[w], 0x5140), hi = __byte_perm(wa[w], wb[w], 0x7362);
-        const uint32_t ch[4] = {codes_to_half2(lo, kBytes01), codes_to_half2(lo, kBytes23),
-                                codes_to_half2(hi, kBytes01), codes_to_half2(hi, kBytes23)};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int row = 4 * w + e;  // channel 16 c + row
-          *reinterpret_cast<uint32_t*>(smem + ((vt_lane ^ (16 * (row & 7))) + 2048 * cc + 128 * row)) = ch[e];
-        }
-      }
-    }
-    // FP16 route: K8 into FP16 K in place of the stage's K8 and V8 (V^T is converted already):
-    // every thread holds its items (key, 16-code chunk) across a barrier, then writes them.
-    if (!int8_route) {
-      constexpr int kItems = kDecodeBlockN * (D / 16) / kThreads;
-      uint4 codes[kItems];
-#pragma unroll
-      for (int i = 0; i < kItems; ++i) {
-        const int item = tid + i * kThreads, key = item / (D / 16), chunk = item % (D / 16);
-        codes[i] = *reinterpret_cast<const uint4*>(k8_ptr + sw128_offset(key, 16 * chunk));
-      }
-      __syncthreads();
-#pragma unroll
-      for (int i = 0; i < kItems; ++i) {
-        const int item = tid + i * kThreads, key = item / (D / 16), chunk = item % (D / 16);
-        const uint32_t w[4] = {bias_codes(codes[i].x), bias_codes(codes[i].y), bias_codes(codes[i].z),
-                               bias_codes(codes[i].w)};
-        char* k16 = smem + stage * Smem::kStageBytes + (chunk / 4) * Smem::kHalfBlock;
-        *reinterpret_cast<uint4*>(k16 + sw128_offset(key, (chunk % 4) * 32)) =
-            make_uint4(codes_to_half2(w[0], kBytes01), codes_to_half2(w[0], kBytes23), codes_to_half2(w[1], kBytes01),
-                       codes_to_half2(w[1], kBytes23));
-        *reinterpret_cast<uint4*>(k16 + sw128_offset(key, (chunk % 4) * 32 + 16)) =
-            make_uint4(codes_to_half2(w[2], kBytes01), codes_to_half2(w[2], kBytes23), codes_to_half2(w[3], kBytes01),
-                       codes_to_half2(w[3], kBytes23));
-      }
-    }
-    fence_proxy_async_shared();
-    __syncthreads();
-
-    // S = Q K^T: element 4j + e is row rows_of_thread[e / 2], key 8j + 2 tq + e % 2 of the tile.
-    float s[32];
-    wgmma_fence();
+    // Raw scores x of S = Q K^T (element 4j + e: row rows_of_thread[e / 2], key 8j + 2 tq + e % 2
+    // of the tile) and each row's factor f into the log2 domain, s = x * f: INT8 route x = float(C),
+    // f = (q_scale * scale_log2) * k_scale; FP16 route x = the fp32 dot, f = k_scale * scale_log2.
+    // f is 0 only when a scale is (then every code and x is 0) and is at least FLT_MIN otherwise,
+    // so max(f, FLT_MIN) changes no s, and -inf (an illegal key) times f stays -inf.
+    // V8 is converted into FP16 V meanwhile: on the INT8 route while Q8 K8^T runs; on the FP16
+    // route first, since K8 is converted into FP16 K in place of the stage's K8 and V8 (its codes
+    // held in registers across a barrier, after every thread's V8 reads).
+    float x[32], f[2];
     if (int8_route) {
       int acc[32];
+      wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < D / 32; ++kk) {
         wgmma_m64n64k32_s8(acc, desc_advance(q8_desc, 32 * kk), desc_advance(k_desc, 32 * kk), kk);
       }
       wgmma_commit();
+      convert_v(v8_ptr, smem + Smem::kV16, tid);
       wgmma_wait_all();
       wgmma_fence_operands(acc);
-      const float k_scale = scales[0];
 #pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        s[i] = __fmul_rn(__fmul_rn(__int2float_rn(acc[i]), q_factor[(i >> 1) & 1]), k_scale);
-      }
+      for (int i = 0; i < 32; ++i) x[i] = __int2float_rn(acc[i]);
+      f[0] = fmaxf(__fmul_rn(q_factor[0], scales[0]), FLT_MIN);
+      f[1] = fmaxf(__fmul_rn(q_factor[1], scales[0]), FLT_MIN);
     } else {
-      float acc[32];
+      uint4 k_codes[kCodeItems];
+      load_code_items(k8_ptr, tid, k_codes);
+      convert_v(v8_ptr, smem + Smem::kV16, tid);
+      __syncthreads();
+      store_half_items(smem + stage * Smem::kStageBytes, tid, k_codes);
+      fence_proxy_async_shared();
+      __syncthreads();
+      wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         const uint32_t step = (kk / 4) * Smem::kHalfBlock + 32 * (kk % 4);
-        wgmma_m64n64k16_f16(acc, desc_advance(q16_desc, step), desc_advance(k_desc, step), kk);
+        wgmma_m64n64k16_f16(x, desc_advance(q16_desc, step), desc_advance(k_desc, step), kk);
       }
       wgmma_commit();
       wgmma_wait_all();
-      wgmma_fence_operands(acc);
-      const float k_factor = __fmul_rn(scales[0], p.scale_log2);
-#pragma unroll
-      for (int i = 0; i < 32; ++i) s[i] = __fmul_rn(acc[i], k_factor);
+      wgmma_fence_operands(x);
+      f[0] = f[1] = fmaxf(__fmul_rn(scales[0], p.scale_log2), FLT_MIN);
     }
+    // Keys past the sequence or the causal limit (only the last tiles have any): x = -inf, p = 0.
     if ((t + 1) * kDecodeBlockN > mask_from) {
 #pragma unroll
       for (int i = 0; i < 32; ++i) {
         const int key = t * kDecodeBlockN + 8 * (i >> 2) + 2 * tq + (i & 1);
-        if (key >= visible[(i >> 1) & 1]) s[i] = -INFINITY;
+        if (key >= visible[(i >> 1) & 1]) x[i] = -INFINITY;
       }
     }
 
-    // Online softmax per row; a row's 64 keys lie in the 4 lanes of its quad, 16 per lane (8
-    // blocks of 2).
-    float alpha[2];
+    // Online softmax; a row's 64 keys lie in the 4 lanes of its quad, 16 per lane (8 blocks of 2).
+    // f > 0 and rounding is monotone, so the tile maximum of s is the maximum of x times f, and
+    // p = exp2(fma(x, f, -ref)) needs no s. Both rows go through each step together, the maxima
+    // as trees, so that the dependent chains are short and interleave.
+    float x_max[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float x = -INFINITY;
+      float m[8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) x = fmaxf(x, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
-      x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-      x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-      const float m_new = fmaxf(row_max[h], x);
+      for (int j = 0; j < 8; ++j) m[j] = fmaxf(x[4 * j + 2 * h], x[4 * j + 2 * h + 1]);
+#pragma unroll
+      for (int width = 4; width >= 1; width /= 2) {
+#pragma unroll
+        for (int j = 0; j < width; ++j) m[j] = fmaxf(m[j], m[j + width]);
+      }
+      x_max[h] = m[0];
+    }
+#pragma unroll
+    for (int lanes = 1; lanes <= 2; lanes *= 2) {
+      const float other[2] = {__shfl_xor_sync(0xffffffffu, x_max[0], lanes),
+                              __shfl_xor_sync(0xffffffffu, x_max[1], lanes)};
+      x_max[0] = fmaxf(x_max[0], other[0]);
+      x_max[1] = fmaxf(x_max[1], other[1]);
+    }
+    float alpha[2], neg_ref[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float m_new = fmaxf(row_max[h], __fmul_rn(x_max[h], f[h]));
       const float ref = m_new == -INFINITY ? 0.0f : m_new;
       alpha[h] = exp2_approx(__fsub_rn(row_max[h], ref));
+      neg_ref[h] = -ref;
+      row_max[h] = m_new;
+    }
+#pragma unroll
+    for (int i = 0; i < 32; ++i) x[i] = exp2_approx(__fmaf_rn(x[i], f[(i >> 1) & 1], neg_ref[(i >> 1) & 1]));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
       float sum = 0.0f;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& v = s[4 * j + 2 * h + e];
-          v = exp2_approx(__fsub_rn(v, ref));
-          sum = __fadd_rn(sum, v);
-        }
-      }
+      for (int j = 0; j < 8; ++j) sum = __fadd_rn(__fadd_rn(sum, x[4 * j + 2 * h]), x[4 * j + 2 * h + 1]);
       row_sum[h] = __fadd_rn(__fmul_rn(row_sum[h], alpha[h]), sum);
-      row_max[h] = m_new;
     }
     if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
       for (int i = 0; i < 64; ++i) o[i] = __fmul_rn(o[i], alpha[(i >> 1) & 1]);
     }
 
-    // O += P V^T-operand: the k16 step kk covers keys 16 kk .. 16 kk + 15, i.e. score blocks 2 kk
-    // and 2 kk + 1, which are exactly the A fragment of that step.
+    // O += P V: the k16 step kk covers keys 16 kk .. 16 kk + 15, i.e. score blocks 2 kk and
+    // 2 kk + 1, which are exactly the A fragment of that step; V is read MN-major.
     const float v_scale = scales[1];
     uint32_t a[4][4];
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const float* blk_s = s + 4 * (2 * kk + half);
+        const float* blk_s = x + 4 * (2 * kk + half);
         a[kk][2 * half] = pack_half2(__fmul_rn(blk_s[0], v_scale), __fmul_rn(blk_s[1], v_scale));
         a[kk][2 * half + 1] = pack_half2(__fmul_rn(blk_s[2], v_scale), __fmul_rn(blk_s[3], v_scale));
       }
     }
+    if (int8_route) {  // P V reads every thread's V (the FP16 route met a barrier after it)
+      fence_proxy_async_shared();
+      __syncthreads();
+    }
     wgmma_fence_operands(o);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_m64n128k16_f16_rs(o, a[kk], desc_advance(vt_desc, 32 * kk));
+    for (int kk = 0; kk < 4; ++kk) wgmma_m64n128k16_f16_rs(o, a[kk], desc_advance(v_desc, 2048 * kk));
     wgmma_commit();
     wgmma_wait_all();
     wgmma_fence_operands(o);
