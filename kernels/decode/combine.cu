@@ -37,19 +37,25 @@ __global__ void __launch_bounds__(32 * kCombineWarps)
   using Chunk = std::conditional_t<kPerLane == 4, float4, float2>;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kCombineWarps + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
-  // Everything up to here overlaps the decode kernel's last CTAs.
-  wait_for_prerequisite_grid();
   if (row >= p.total_new * p.hq) return;
+  // The row's sequence and splits come from the call's inputs, not from the decode kernel: found
+  // while its last CTAs still run.
   const int64_t token = row / p.hq;
   const int h = static_cast<int>(row % p.hq);
-  const int b = find_sequence(p.cu_new, p.batch, token);
+  const int b = find_sequence_warp(p.cu_new, p.batch, token, lane);
   const int64_t first = p.split_offset[b], last = p.split_offset[b + 1];
-  if (last - first == 1) return;
   const int64_t i = token - p.cu_new[b];
   const auto ws_row = [&](int64_t s) { return (s * p.hq + h) * kMaxDecodeTokens + i; };
+  if (last - first == 1) return;  // the decode kernel wrote the output
+  wait_for_prerequisite_grid();
 
+  // M over the splits, 32 of them per round of memory latency (a maximum is exact in any order).
   float m = -INFINITY;
-  for (int64_t s = first; s < last; ++s) m = fmaxf(m, p.ws_ml[ws_row(s)].x);
+  for (int64_t s0 = first; s0 < last; s0 += 32) {
+    if (s0 + lane < last) m = fmaxf(m, p.ws_ml[ws_row(s0 + lane)].x);
+  }
+#pragma unroll
+  for (int lanes = 16; lanes >= 1; lanes /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, lanes));
   float acc[kPerLane];
 #pragma unroll
   for (int c = 0; c < kPerLane; ++c) acc[c] = 0.0f;

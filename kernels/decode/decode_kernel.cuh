@@ -82,7 +82,7 @@ struct DecodeBlock {
     const int per_split = p.hk * p.head_chunks;
     const int64_t global_split = blockIdx.x / per_split;
     const int head_index = static_cast<int>(blockIdx.x % per_split);
-    b = find_sequence(p.split_offset, p.batch, global_split);
+    b = find_sequence_warp(p.split_offset, p.batch, global_split, threadIdx.x & 31);
     split = static_cast<int>(global_split - p.split_offset[b]);
     splits = static_cast<int>(p.split_offset[b + 1] - p.split_offset[b]);
     kv_head = head_index / p.head_chunks;

@@ -50,4 +50,18 @@ __device__ __forceinline__ int find_sequence(const int64_t* offsets, int batch, 
   return lo;
 }
 
+// The same, found by a whole warp (every lane calls it, with its lane index): 32 offsets per
+// memory round trip instead of one dependent load per bisection step. It heads the chain of
+// dependent loads that a decode CTA waits through before its first cache tile is requested.
+__device__ __forceinline__ int find_sequence_warp(const int64_t* offsets, int batch, int64_t x, int lane) {
+  int b = 0;
+  for (int first = 0; first < batch; first += 32) {
+    const bool at_or_below = first + lane < batch && offsets[first + lane] <= x;
+    const unsigned below = __ballot_sync(0xffffffffu, at_or_below);  // a prefix of the lanes
+    if (below != 0u) b = first + 31 - __clz(below);
+    if (below != 0xffffffffu) break;
+  }
+  return b;
+}
+
 }  // namespace tilemix::gpu
