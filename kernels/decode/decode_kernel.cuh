@@ -20,7 +20,6 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -194,9 +193,7 @@ struct DecodeMath {
   using QCodes = uint32_t[QF][Cfg::kInt8 ? D / 16 : 1];
   using Output = float[DS][QF][4];
 
-  // f of the thread's query columns 2t, 2t + 1 of each fragment. f is 0 only when a scale is
-  // (then every code and x is 0) and is at least FLT_MIN otherwise, so max(f, FLT_MIN) changes no
-  // s, and -inf (an illegal key) times f stays -inf.
+  // f of the thread's query columns 2t, 2t + 1 of each fragment (through nonzero_factor).
   using Factors = float[QF][2];
 
   // INT8 path: C = K8 Q8^T exactly, x = float(C), f = (scale_q * scale_log2) * scale_k.
@@ -227,8 +224,8 @@ struct DecodeMath {
         for (int e = 0; e < 4; ++e) x[ks][f][e] = __int2float_rn(acc[ks][f][e]);
 #pragma unroll
     for (int f = 0; f < QF; ++f) {
-      fac[f][0] = fmaxf(__fmul_rn(q_factor[f][0], k_scale), FLT_MIN);
-      fac[f][1] = fmaxf(__fmul_rn(q_factor[f][1], k_scale), FLT_MIN);
+      fac[f][0] = nonzero_factor(__fmul_rn(q_factor[f][0], k_scale));
+      fac[f][1] = nonzero_factor(__fmul_rn(q_factor[f][1], k_scale));
     }
   }
 
@@ -257,7 +254,7 @@ struct DecodeMath {
         }
       }
     }
-    fill(fac, fmaxf(k_factor, FLT_MIN));
+    fill(fac, nonzero_factor(k_factor));
   }
 
   // FP16 cache: x = fp32(K Q^T), f = scale_log2.

@@ -20,7 +20,6 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -215,8 +214,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     // Raw scores x of S = Q K^T (element 4j + e: row rows_of_thread[e / 2], key 8j + 2 tq + e % 2
     // of the tile) and each row's factor f into the log2 domain, s = x * f: INT8 route x = float(C),
     // f = (q_scale * scale_log2) * k_scale; FP16 route x = the fp32 dot, f = k_scale * scale_log2.
-    // f is 0 only when a scale is (then every code and x is 0) and is at least FLT_MIN otherwise,
-    // so max(f, FLT_MIN) changes no s, and -inf (an illegal key) times f stays -inf.
+    // f goes through nonzero_factor, so that -inf (an illegal key) stays -inf in the fma below.
     // V8 is converted into FP16 V meanwhile: on the INT8 route while Q8 K8^T runs; on the FP16
     // route first, since K8 is converted into FP16 K in place of the stage's K8 and V8 (its codes
     // held in registers across a barrier, after every thread's V8 reads).
@@ -234,8 +232,8 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
       wgmma_fence_operands(acc);
 #pragma unroll
       for (int i = 0; i < 32; ++i) x[i] = __int2float_rn(acc[i]);
-      f[0] = fmaxf(__fmul_rn(q_factor[0], scales[0]), FLT_MIN);
-      f[1] = fmaxf(__fmul_rn(q_factor[1], scales[0]), FLT_MIN);
+      f[0] = nonzero_factor(__fmul_rn(q_factor[0], scales[0]));
+      f[1] = nonzero_factor(__fmul_rn(q_factor[1], scales[0]));
     } else {
       uint4 k_codes[kCodeItems];
       load_code_items(k8_ptr, tid, k_codes);
@@ -253,7 +251,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
       wgmma_commit();
       wgmma_wait_all();
       wgmma_fence_operands(x);
-      f[0] = f[1] = fmaxf(__fmul_rn(scales[0], p.scale_log2), FLT_MIN);
+      f[0] = f[1] = nonzero_factor(__fmul_rn(scales[0], p.scale_log2));
     }
     // Keys past the sequence or the causal limit (only the last tiles have any): x = -inf, p = 0.
     if ((t + 1) * kDecodeBlockN > mask_from) {

@@ -1,8 +1,10 @@
 #pragma once
-// Register-level helpers of the decode kernel: INT8 codes to FP16 on chip, the fragment transpose
-// that turns P into an MMA B operand, and the 4-byte cp.async that brings a tile's scales along.
+// Register-level helpers of the decode kernels: INT8 codes to FP16 on chip, the row factor of the
+// scores, the fragment transpose that turns P into an MMA B operand, and the 4-byte cp.async that
+// brings a tile's scales along.
 #include <cuda_fp16.h>
 
+#include <cfloat>
 #include <cstdint>
 
 namespace tilemix::gpu {
@@ -33,6 +35,11 @@ __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
   asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
   return y;
 }
+
+// The row factor f of s = x * f as the kernels use it. f = 0 comes from a zero block scale (whose
+// codes, and hence x, are all 0) or an underflowed product; FLT_MIN in its place leaves x * f = 0
+// for x = 0 and lets -inf (an illegal key) pass through fma(x, f, -m) as -inf instead of NaN.
+__device__ __forceinline__ float nonzero_factor(float f) { return f > 0.0f ? f : FLT_MIN; }
 
 __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);

@@ -2,8 +2,8 @@
 // scales and FP16 tokens, partly filled blocks growing over several appends), and the split-K
 // decode over the INT8 and the FP16 cache tightly against emulate_decode_int8 / _fp16 with the
 // same split plans: cache lengths 1, 63, 64, 65 and 3000, new tokens 1 to 16, GQA 1 to 16 (head
-// chunks past 128 query rows), d 64 and 128, layouts zero, one, band and sptrans; and a flipped
-// routing bit is caught.
+// chunks past 128 query rows), d 64 and 128, layouts zero, one, band and sptrans; zero block
+// scales and zero queries beside illegal keys; and a flipped routing bit is caught.
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <string>
@@ -168,6 +168,42 @@ TEST_CASE("decode over the INT8 and FP16 caches matches the emulator", "[gpu][de
         }
       }
     }
+  }
+}
+
+TEST_CASE("decode keeps zero scales finite next to illegal keys", "[gpu][decode]") {
+  // A block of all-zero K has scale 0 and codes 0, so every score of its tile has x = 0 and row
+  // factor f = 0 on both score paths; a head whose queries are all zero has Q8 scale 0 and f = 0
+  // on the INT8 path for every tile. Both sit in the last, partly filled tile of their sequence,
+  // where the illegal keys' x = -inf meets f: -inf * 0 would be NaN.
+  const DecodeShape shape = make_decode_shape(8, 2, 128, {130, 65}, {16, 4});
+  for (LayoutKind layout : {LayoutKind::one, LayoutKind::zero}) {
+    PreparedDecode pd = prepare(shape, layout, layout == LayoutKind::one ? 1.0 : 0.0, InputKind::gaussian, 23);
+    const KvCacheLayout& cl = pd.int8.layout;
+    const int hk = shape.hk, d = shape.d;
+    // Sequence 0, KV head 0: its third block (tokens 128 and 129) all zero.
+    for (int64_t token = 128; token < 130; ++token) {
+      const size_t row = (static_cast<size_t>(cl.cu_capacity[0] + token) * hk + 0) * d;
+      std::fill_n(pd.int8.k8.begin() + row, d, int8_t{0});
+      std::fill_n(pd.fp16.k.begin() + row, d, uint16_t{0});
+    }
+    pd.int8.k_scale[static_cast<size_t>(cl.cu_blocks[0] + 2) * hk + 0] = 0.0f;
+    // Sequence 1 (new tokens 16..19 of the batch), query head 5: all zero.
+    for (int64_t token = 16; token < 20; ++token) {
+      std::fill_n(pd.q.begin() + (static_cast<size_t>(token) * shape.hq + 5) * d, d, uint16_t{0});
+    }
+    const DecodeSplitPlan splits = device_split_plan(shape);
+    DecodeGpu gpu(pd, splits);
+    const DecodeResult expected = emulate_decode_int8(shape, pd.q, pd.int8, pd.plan, splits);
+    for (DecodeMainloop mainloop : {DecodeMainloop::mma_sync, DecodeMainloop::wgmma}) {
+      gpu.set_mainloop(mainloop);
+      const Agreement a = agreement(gpu.run(CacheKind::int8), expected);
+      INFO("layout " << to_string(layout) << ", mainloop " << to_string(mainloop) << ": " << a.describe());
+      CHECK(tight(a));
+    }
+    const Agreement f = agreement(gpu.run(CacheKind::fp16), emulate_decode_fp16(shape, pd.q, pd.fp16, splits));
+    INFO("fp16 cache: " << f.describe());
+    CHECK(tight(f));
   }
 }
 
