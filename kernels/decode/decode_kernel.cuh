@@ -124,6 +124,7 @@ struct DecodeTileLoader {
   uint32_t smem_offset;  // the thread's first chunk within a tile in shared memory
   int rows_left;         // cache rows from the thread's first row of the next tile to the end
   int hk;
+  bool copies_scales;    // thread 0 sends the two block scales of the INT8 cache
 
   __device__ __forceinline__ DecodeTileLoader(const DecodeKernelParams& p, const DecodeBlock& blk, int tid) {
     const int row0 = tid / Tile::kChunksPerRow, chunk = tid % Tile::kChunksPerRow;
@@ -140,9 +141,10 @@ struct DecodeTileLoader {
     smem_offset = Tile::offset(row0, chunk);
     rows_left = blk.len - blk.tile_begin * kDecodeBlockN - row0;
     hk = p.hk;
+    copies_scales = kInt8 && tid == 0;
   }
 
-  __device__ __forceinline__ void issue_next(uint32_t k_dst, uint32_t v_dst, uint32_t scales_dst, int tid) {
+  __device__ __forceinline__ void issue_next(uint32_t k_dst, uint32_t v_dst, uint32_t scales_dst) {
     const char* k_src = k_tile + thread_offset;
     const char* v_src = v_tile + thread_offset;
     k_dst += smem_offset;
@@ -162,7 +164,7 @@ struct DecodeTileLoader {
         cp_async_16(v_dst + i * kRowsPerPass * Tile::kRowBytes, valid ? v_src + i * pass_stride : v_tile, valid);
       }
     }
-    if (kInt8 && tid == 0) {
+    if (copies_scales) {
       cp_async_4(scales_dst, k_scale);
       cp_async_4(scales_dst + 4, v_scale);
     }
@@ -387,8 +389,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 
   DecodeTileLoader<Tile, Cfg::kThreads, Cfg::kInt8> tiles(p, blk, tid);
   const auto issue = [&](int stage) {
-    tiles.issue_next(smem_base + Smem::k(stage), smem_base + Smem::v(stage), smem_base + Smem::kScales + stage * 8,
-                     tid);
+    tiles.issue_next(smem_base + Smem::k(stage), smem_base + Smem::v(stage), smem_base + Smem::kScales + stage * 8);
   };
   // Prologue: kStages - 1 tiles in flight before anything else.
 #pragma unroll

@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
   DecodeTileLoader<Tile, kThreads, true> tiles(p, blk, tid);
   const auto issue = [&](int stage) {
     const uint32_t k_dst = base + stage * Smem::kStageBytes;
-    tiles.issue_next(k_dst, k_dst + Smem::kTileBytes, base + Smem::kScales + stage * 8, tid);
+    tiles.issue_next(k_dst, k_dst + Smem::kTileBytes, base + Smem::kScales + stage * 8);
   };
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
