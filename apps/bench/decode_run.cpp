@@ -113,7 +113,7 @@ int64_t bytes_needed(const DecodeShape& shape) {
 struct MethodRun {
   std::optional<gpu::TimingResult> decode, append;
   std::string status = "ok";
-  int64_t resident_bytes = 0, bytes_moved = 0, total_splits = 0;
+  int64_t resident_bytes = 0, resident_measured = 0, bytes_moved = 0, total_splits = 0;
   DecodeMainloop mainloop = DecodeMainloop::mma_sync;  // the one that ran
 };
 
@@ -184,6 +184,7 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
           run.decode = gpu::time_launches([&](int) { decode.launch(kind); }, timing);
           run.append = gpu::time_launches([&](int) { problem->append_new->launch(kind); }, timing);
           run.resident_bytes = decode.resident_bytes(kind);
+          run.resident_measured = decode.resident_bytes(kind, gpu::MemoryCount::measured);
           run.bytes_moved = decode.bytes_moved(kind);
           for (const auto& t : {run.decode, run.append}) {
             if (t->throttled) {
@@ -198,7 +199,7 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
           fp16_tiles_per_split = spec.decode->tiles_per_split;
         }
 
-        Cell median, min_ms, max_ms, rel_std, reps, gbps, pct, speedup, append_ms, resident, clock, splits;
+        Cell median, min_ms, max_ms, rel_std, reps, gbps, pct, speedup, append_ms, resident, measured, clock, splits;
         if (run.decode) {
           const gpu::TimingResult& t = *run.decode;
           median = t.median_ms;
@@ -212,6 +213,7 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
           if (fp16_run && fp16_run->decode) speedup = fp16_run->decode->median_ms / t.median_ms;
           append_ms = run.append->median_ms;
           resident = static_cast<double>(run.resident_bytes) / double(1 << 20);
+          measured = static_cast<double>(run.resident_measured) / double(1 << 20);
           clock = static_cast<int64_t>(t.sm_clock_end_mhz);
           splits = run.total_splits;
         }
@@ -226,7 +228,7 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
               routed && problem ? Cell{params_text} : Cell{}, int64_t{shape.batch()}, int64_t{shape.hq},
               int64_t{shape.hk}, int64_t{shape.d}, uniform_or_minus_one(shape.cache_len),
               uniform_or_minus_one(shape.new_tokens), std::string(to_string(run.mainloop)), splits, median, min_ms,
-              max_ms, rel_std, reps, gbps, copy_gbps, pct, speedup, append_ms, resident, clock, int64_t{device_index},
+              max_ms, rel_std, reps, gbps, copy_gbps, pct, speedup, append_ms, resident, measured, clock, int64_t{device_index},
               run.status});
       }
     }
@@ -268,6 +270,7 @@ ResultTable decode_bench_table() {
                {"speedup_vs_fp16_cache", "x fp16 cache", 3},
                {"append_ms", "append ms", 4},
                {"resident_mib", "HBM MiB", 4},
+               {"resident_measured_mib", "HBM MiB meas.", 4},
                {"sm_clock_mhz", "SM MHz"},
                {"gpu", "gpu"},
                {"status", "status"}};

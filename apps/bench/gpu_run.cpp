@@ -36,7 +36,7 @@ std::string group_key(const CaseSpec& spec) {
 struct MethodRun {
   std::optional<gpu::TimingResult> timing;  // empty when the method could not run
   std::string status = "ok";                // "ok", "OOM (...)", "unavailable (...)"
-  int64_t resident_bytes = 0;
+  int64_t resident_bytes = 0, resident_measured = 0;  // allocated; as the driver measured it
   std::vector<uint16_t> o;                  // FP16 output, fetched when a deviation is asked for
 };
 
@@ -55,6 +55,7 @@ ResultTable gpu_bench_table() {
                {"thpt_ktok_s", "K tok/s", 4},
                {"speedup_vs_flash", "x flash", 3},
                {"resident_mib", "HBM MiB", 4},
+               {"resident_measured_mib", "HBM MiB meas.", 4},
                {"rel_l2_vs_flash", "rel.L2 flash", 3},
                {"rel_l2_vs_ref", "rel.L2 ref", 3},
                {"sm_clock_mhz", "SM MHz"},
@@ -129,18 +130,22 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
       std::unique_ptr<gpu::TorchLikeRunner> torch_like;
       std::unique_ptr<gpu::CudnnAttention> cudnn;
       try {
+        // Device memory of one call, as allocated and as measured.
+        std::function<int64_t(gpu::MemoryCount)> resident;
         if (method == "tilemix") {
           launch = [&] { problem.launch_tilemix(spec.numerics); };
-          run.resident_bytes = problem.resident_bytes(true, spec.numerics);
+          resident = [&](gpu::MemoryCount how) { return problem.resident_bytes(true, spec.numerics, how); };
         } else if (method == "flash_fp16") {
           launch = [&] { problem.launch_flash(spec.numerics); };
-          run.resident_bytes = problem.resident_bytes(false, spec.numerics);
+          resident = [&](gpu::MemoryCount how) { return problem.resident_bytes(false, spec.numerics, how); };
         } else if (method == "torch_like") {
           std::string why;
           if (!gpu::baseline_available(gpu::Baseline::torch_like, spec.shape, &why)) throw std::invalid_argument(why);
           torch_like = std::make_unique<gpu::TorchLikeRunner>(spec.shape);
           launch = [&] { torch_like->run(params, nullptr); };
-          run.resident_bytes = problem.resident_bytes(false, spec.numerics) + torch_like->workspace_bytes();
+          resident = [&](gpu::MemoryCount how) {
+            return problem.resident_bytes(false, spec.numerics, how) + static_cast<int64_t>(torch_like->workspace_bytes(how));
+          };
         } else {
           const gpu::Baseline b = method == "cudnn_fp16" ? gpu::Baseline::cudnn_fp16 : gpu::Baseline::cudnn_fp8;
           std::string why;
@@ -148,8 +153,12 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
           cudnn = std::make_unique<gpu::CudnnAttention>(b, spec.shape);
           cudnn->prepare(params, nullptr);
           launch = [&] { cudnn->run(params, nullptr); };
-          run.resident_bytes = problem.resident_bytes(false, spec.numerics) + cudnn->workspace_bytes();
+          resident = [&](gpu::MemoryCount how) {
+            return problem.resident_bytes(false, spec.numerics, how) + static_cast<int64_t>(cudnn->workspace_bytes(how));
+          };
         }
+        run.resident_bytes = resident(gpu::MemoryCount::allocated);
+        run.resident_measured = resident(gpu::MemoryCount::measured);
         run.timing = gpu::time_launches([&](int) { launch(); }, timing);
         if (run.timing->throttled) {
           fmt::print(stderr, "tilemix-bench: warning: {} {}: {}\n", spec.name, method, run.timing->clock_note);
@@ -186,7 +195,8 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
       }
       std::vector<Cell> row = case_cells(spec, pc.plan, method, method == "tilemix");
       const std::vector<Cell> own = {median, min_ms, max_ms, rel_std, reps, tops, thpt, speedup,
-                                     static_cast<double>(r.resident_bytes) / double(1 << 20), dev_flash, dev_ref, clock,
+                                     static_cast<double>(r.resident_bytes) / double(1 << 20),
+                                     static_cast<double>(r.resident_measured) / double(1 << 20), dev_flash, dev_ref, clock,
                                      int64_t{device_index}, r.status};
       row.insert(row.end(), own.begin(), own.end());
       emit(std::move(row));

@@ -73,12 +73,14 @@ gpu::DeviceKvCache GpuKvCaches::view(CacheKind kind) const {
   return c;
 }
 
-int64_t GpuKvCaches::bytes(CacheKind kind) const {
-  const size_t offsets = cu_capacity_.bytes() + cu_blocks_.bytes();
+int64_t GpuKvCaches::bytes(CacheKind kind, gpu::MemoryCount how) const {
+  size_t bytes = cu_capacity_.count(how) + cu_blocks_.count(how);
   if (kind == CacheKind::int8) {
-    return static_cast<int64_t>(offsets + k8_.bytes() + v8_.bytes() + k_scale_.bytes() + v_scale_.bytes());
+    for (const gpu::DeviceBuffer* b : {&k8_, &v8_, &k_scale_, &v_scale_}) bytes += b->count(how);
+  } else {
+    bytes += k_.count(how) + v_.count(how);
   }
-  return static_cast<int64_t>(offsets + k_.bytes() + v_.bytes());
+  return static_cast<int64_t>(bytes);
 }
 
 Int8KvCache GpuKvCaches::download_int8() const {
@@ -247,12 +249,12 @@ DecodeOutput DecodeGpu::run(CacheKind kind) {
   return fetch();
 }
 
-int64_t DecodeGpu::resident_bytes(CacheKind kind) const {
-  int64_t bytes = caches_.bytes(kind);
+int64_t DecodeGpu::resident_bytes(CacheKind kind, gpu::MemoryCount how) const {
+  int64_t bytes = caches_.bytes(kind, how);
   for (const gpu::DeviceBuffer* b : {&q_, &o_, &lse_, &cu_new_, &cache_len_, &split_offset_, &workspace_}) {
-    bytes += static_cast<int64_t>(b->bytes());
+    bytes += static_cast<int64_t>(b->count(how));
   }
-  if (kind == CacheKind::int8) bytes += static_cast<int64_t>(words_.bytes() + group_.bytes());
+  if (kind == CacheKind::int8) bytes += static_cast<int64_t>(words_.count(how) + group_.count(how));
   return bytes;
 }
 

@@ -31,8 +31,8 @@ class GpuKvCaches {
 
   const KvCacheLayout& layout() const { return layout_; }
   gpu::DeviceKvCache view(CacheKind kind) const;
-  // Device bytes of one cache (tokens, scales, offsets).
-  int64_t bytes(CacheKind kind) const;
+  // Device bytes of one cache (tokens, scales, offsets), as allocated or as measured.
+  int64_t bytes(CacheKind kind, gpu::MemoryCount how = gpu::MemoryCount::allocated) const;
   Int8KvCache download_int8() const;
   Fp16KvCache download_fp16() const;
   // Appends to both caches, waits, and advances the lengths. `a` must have been made at the
@@ -100,7 +100,7 @@ class DecodeGpu {
   DecodeMainloop resolved_mainloop(CacheKind kind) const;
   // Device bytes one call of `kind` keeps resident: its cache, queries, outputs, workspace and
   // the plan arrays (routing for INT8).
-  int64_t resident_bytes(CacheKind kind) const;
+  int64_t resident_bytes(CacheKind kind, gpu::MemoryCount how = gpu::MemoryCount::allocated) const;
   // Bytes one call must move: the cache tokens held (and INT8 block scales), the queries, O and
   // LSE. The split workspace and the plan arrays are not counted.
   int64_t bytes_moved(CacheKind kind) const;

@@ -106,14 +106,16 @@ KernelOutput GpuProblem::flash(const Numerics& numerics) {
   return fetch();
 }
 
-int64_t GpuProblem::resident_bytes(bool tilemix, const Numerics& numerics) const {
-  int64_t bytes = static_cast<int64_t>(q_.bytes() + k_.bytes() + v_.bytes() + o_.bytes() + lse_.bytes() +
-                                       cu_q_.bytes() + cu_k_.bytes());
+int64_t GpuProblem::resident_bytes(bool tilemix, const Numerics& numerics, gpu::MemoryCount how) const {
+  int64_t bytes = 0;
+  const auto add = [&](std::initializer_list<const gpu::DeviceBuffer*> buffers) {
+    for (const gpu::DeviceBuffer* b : buffers) bytes += static_cast<int64_t>(b->count(how));
+  };
+  add({&q_, &k_, &v_, &o_, &lse_, &cu_q_, &cu_k_});
   if (!tilemix) return bytes;
-  bytes += static_cast<int64_t>(words_.bytes() + tile_offset_.bytes() + group_.bytes());
+  add({&words_, &tile_offset_, &group_});
   if (numerics.mode == QuantMode::quantize_once && any_int8_) {
-    bytes += static_cast<int64_t>(q8_.bytes() + k8_.bytes() + q_scale_.bytes() + k_scale_.bytes() +
-                                  q_block_offset_.bytes() + k_block_offset_.bytes());
+    add({&q8_, &k8_, &q_scale_, &k_scale_, &q_block_offset_, &k_block_offset_});
   }
   return bytes;
 }

@@ -44,8 +44,10 @@ class GpuProblem {
   KernelOutput fetch();
 
   // Bytes resident in device memory for one call: inputs, outputs, and for tilemix the routing
-  // metadata plus (quantize_once with an INT8 tile) the Q8/K8 codes and scales.
-  int64_t resident_bytes(bool tilemix, const Numerics& numerics) const;
+  // metadata plus (quantize_once with an INT8 tile) the Q8/K8 codes and scales; as allocated or
+  // as the driver measured the allocations.
+  int64_t resident_bytes(bool tilemix, const Numerics& numerics,
+                         gpu::MemoryCount how = gpu::MemoryCount::allocated) const;
 
   gpu::PrefillParams params(const Numerics& numerics);
 

@@ -603,9 +603,10 @@ CudnnAttention& CudnnAttention::operator=(CudnnAttention&&) noexcept = default;
 
 Baseline CudnnAttention::baseline() const { return impl_->target.baseline; }
 
-size_t CudnnAttention::workspace_bytes() const {
+size_t CudnnAttention::workspace_bytes(MemoryCount how) const {
   const Impl& m = *impl_;
-  return m.workspace.bytes() + m.q8.bytes() + m.k8.bytes() + m.v8.bytes() + m.o8.bytes() + m.scalars.bytes();
+  return m.workspace.count(how) + m.q8.count(how) + m.k8.count(how) + m.v8.count(how) + m.o8.count(how) +
+         m.scalars.count(how);
 }
 
 void CudnnAttention::Impl::check_params(const PrefillParams& p) const {
@@ -733,7 +734,7 @@ CudnnAttention::~CudnnAttention() = default;
 CudnnAttention::CudnnAttention(CudnnAttention&&) noexcept = default;
 CudnnAttention& CudnnAttention::operator=(CudnnAttention&&) noexcept = default;
 Baseline CudnnAttention::baseline() const { return Baseline::cudnn_fp16; }
-size_t CudnnAttention::workspace_bytes() const { return 0; }
+size_t CudnnAttention::workspace_bytes(MemoryCount) const { return 0; }
 void CudnnAttention::prepare(const PrefillParams&, void*) { throw std::runtime_error(kNoHeaders); }
 void CudnnAttention::run(const PrefillParams&, void*) { throw std::runtime_error(kNoHeaders); }
 

@@ -312,7 +312,9 @@ TorchLikeRunner::~TorchLikeRunner() = default;
 TorchLikeRunner::TorchLikeRunner(TorchLikeRunner&&) noexcept = default;
 TorchLikeRunner& TorchLikeRunner::operator=(TorchLikeRunner&&) noexcept = default;
 
-size_t TorchLikeRunner::workspace_bytes() const { return impl_->scores.bytes() + impl_->cublas_workspace.bytes(); }
+size_t TorchLikeRunner::workspace_bytes(MemoryCount how) const {
+  return impl_->scores.count(how) + impl_->cublas_workspace.count(how);
+}
 
 void TorchLikeRunner::Impl::check_params(const PrefillParams& p) const {
   const bool same = p.hq == shape.hq && p.hk == shape.hk && p.d == shape.d && p.batch == shape.batch() &&

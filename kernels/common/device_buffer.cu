@@ -25,19 +25,26 @@ void check_size(size_t bytes, size_t capacity, const char* op) {
 
 DeviceBuffer::DeviceBuffer(size_t bytes, const std::string& what) : bytes_(bytes) {
   if (bytes == 0) return;
+  size_t free_before = 0, free_after = 0, total = 0;
+  TILEMIX_CUDA_CHECK(cudaMemGetInfo(&free_before, &total), sized("cudaMemGetInfo before the allocation", bytes, what));
   TILEMIX_CUDA_CHECK(cudaMalloc(&ptr_, bytes), sized("allocation", bytes, what));
+  TILEMIX_CUDA_CHECK(cudaMemGetInfo(&free_after, &total), sized("cudaMemGetInfo after the allocation", bytes, what));
+  measured_ = free_before > free_after ? free_before - free_after : 0;
 }
 
 DeviceBuffer::~DeviceBuffer() { release(); }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
-    : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+    : ptr_(std::exchange(other.ptr_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)),
+      measured_(std::exchange(other.measured_, 0)) {}
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
     release();
     ptr_ = std::exchange(other.ptr_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
+    measured_ = std::exchange(other.measured_, 0);
   }
   return *this;
 }
@@ -46,6 +53,7 @@ void DeviceBuffer::release() noexcept {
   if (ptr_ != nullptr) cudaFree(ptr_);  // a failure here has no one left to report to
   ptr_ = nullptr;
   bytes_ = 0;
+  measured_ = 0;
 }
 
 void DeviceBuffer::upload(const void* src, size_t bytes) {

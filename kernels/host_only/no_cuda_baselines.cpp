@@ -35,7 +35,7 @@ TorchLikeRunner::TorchLikeRunner(const AttentionShape&) { throw std::runtime_err
 TorchLikeRunner::~TorchLikeRunner() = default;
 TorchLikeRunner::TorchLikeRunner(TorchLikeRunner&&) noexcept = default;
 TorchLikeRunner& TorchLikeRunner::operator=(TorchLikeRunner&&) noexcept = default;
-size_t TorchLikeRunner::workspace_bytes() const { return 0; }
+size_t TorchLikeRunner::workspace_bytes(MemoryCount) const { return 0; }
 void TorchLikeRunner::run(const PrefillParams&, void*) { throw std::runtime_error(kNoCuda); }
 
 struct CudnnAttention::Impl {};
@@ -44,7 +44,7 @@ CudnnAttention::~CudnnAttention() = default;
 CudnnAttention::CudnnAttention(CudnnAttention&&) noexcept = default;
 CudnnAttention& CudnnAttention::operator=(CudnnAttention&&) noexcept = default;
 Baseline CudnnAttention::baseline() const { return Baseline::cudnn_fp16; }
-size_t CudnnAttention::workspace_bytes() const { return 0; }
+size_t CudnnAttention::workspace_bytes(MemoryCount) const { return 0; }
 void CudnnAttention::prepare(const PrefillParams&, void*) { throw std::runtime_error(kNoCuda); }
 void CudnnAttention::run(const PrefillParams&, void*) { throw std::runtime_error(kNoCuda); }
 

@@ -15,6 +15,7 @@
 
 #include "core/problem.hpp"
 #include "tilemix/attention.hpp"
+#include "tilemix/device_buffer.hpp"
 
 namespace tilemix::gpu {
 
@@ -64,7 +65,7 @@ class TorchLikeRunner {
   TorchLikeRunner(TorchLikeRunner&&) noexcept;
   TorchLikeRunner& operator=(TorchLikeRunner&&) noexcept;
 
-  size_t workspace_bytes() const;
+  size_t workspace_bytes(MemoryCount how = MemoryCount::allocated) const;
   // Writes O (and LSE when p.lse is set). `p` must describe the constructor's shape.
   void run(const PrefillParams& p, void* stream);
 
@@ -85,7 +86,7 @@ class CudnnAttention {
 
   Baseline baseline() const;
   // cuDNN's workspace, plus for cudnn_fp8 the E4M3 copies of Q, K, V and O.
-  size_t workspace_bytes() const;
+  size_t workspace_bytes(MemoryCount how = MemoryCount::allocated) const;
   // Outside the timed region. cudnn_fp8: converts p.q/p.k/p.v to E4M3 with per-tensor scales and
   // calibrates the output scale with one run; run() then reads those copies and must be given
   // the same p.q/p.k/p.v. cudnn_fp16: nothing to do.

@@ -8,6 +8,12 @@
 
 namespace tilemix::gpu {
 
+// How device memory is counted: the bytes asked for, or what the allocations took as the driver
+// reports it (the drop in free device memory across each cudaMalloc). The allocator hands out
+// whole pages, so a small buffer can take nothing (it fits a page already taken) and the one
+// that opens a page takes all of it; summed over many buffers the two agree to a few MiB.
+enum class MemoryCount { allocated, measured };
+
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
@@ -25,6 +31,7 @@ class DeviceBuffer {
     return static_cast<T*>(ptr_);
   }
   size_t bytes() const { return bytes_; }
+  size_t count(MemoryCount how) const { return how == MemoryCount::allocated ? bytes_ : measured_; }
 
   // Copies `bytes` from host memory to the start of the buffer, or back.
   void upload(const void* src, size_t bytes);
@@ -39,6 +46,7 @@ class DeviceBuffer {
   void release() noexcept;
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
+  size_t measured_ = 0;  // the drop in free device memory across the allocation
 };
 
 template <class T>
