@@ -2,6 +2,8 @@
 //   tilemix-bench plan --lq N --lk N --layout NAME --ratio R [...] [--json]
 //   tilemix-bench [--config FILE] [--device auto|cpu|gpu] [--set key=v1,v2] [--format md|csv|json]
 //                 [--out FILE] [--dump DIR] [--list]
+// A config's cases are all prefill, all decode ("kind": "decode") or all model ("kind": "model":
+// the multi-layer random model's logits with each method's attention, apps/bench/model_run.hpp).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <csignal>
@@ -10,6 +12,7 @@
 #include "apps/bench/cpu_run.hpp"
 #include "apps/bench/decode_run.hpp"
 #include "apps/bench/gpu_run.hpp"
+#include "apps/bench/model_run.hpp"
 #include "apps/bench/plan_command.hpp"
 #include "apps/common/app_main.hpp"
 #include "apps/common/device_choice.hpp"
@@ -141,14 +144,31 @@ int main(int argc, char** argv) {
       write_text_file(out_path, app::render(table, ext == "md" ? "md" : ext == "csv" ? "csv" : "json", provenance));
     };
 
-    const auto decode_cases = std::count_if(config.cases.begin(), config.cases.end(),
-                                            [](const CaseSpec& c) { return c.decode.has_value(); });
-    const bool decode = decode_cases > 0;
-    if (decode && decode_cases != static_cast<std::ptrdiff_t>(config.cases.size())) {
-      throw InputError(prov.config_path, "mixes decode and prefill cases; give each kind its own config");
+    const auto count_of = [&](auto has) { return std::count_if(config.cases.begin(), config.cases.end(), has); };
+    const auto decode_cases = count_of([](const CaseSpec& c) { return c.decode.has_value(); });
+    const auto model_cases = count_of([](const CaseSpec& c) { return c.model.has_value(); });
+    const bool decode = decode_cases > 0, model = model_cases > 0;
+    const auto all = static_cast<std::ptrdiff_t>(config.cases.size());
+    if ((decode && decode_cases != all) || (model && model_cases != all)) {
+      throw InputError(prov.config_path, "mixes case kinds (prefill, decode, model); give each kind its own config");
     }
     ResultTable table;
-    if (where.gpu) {
+    if (model) {
+      if (deviation || reference) throw InputError("--deviation/--reference", "are prefill options");
+      if (!dump_dir.empty()) throw InputError("--dump", "writes prefill emulator cases");
+      if (where.gpu) {
+        app::install_interrupt_handler();
+        const std::vector<int> devices = app::parse_devices(devices_arg, where.index);
+        if (devices.size() != 1) throw InputError("--devices", "model cases run on one GPU");
+        table = app::model_bench_table();
+        app::run_model_bench(config, devices.front(), table, [&] { write_out(table); }, app::interrupted);
+      } else {
+        fmt::print(stderr, "tilemix-bench: CPU run of the model cases of '{}' (exact reference, emulated kernels)\n",
+                   config.name);
+        table = app::model_bench_table();
+        app::run_model_bench(config, -1, table, [&] { write_out(table); }, [] { return false; });
+      }
+    } else if (where.gpu) {
       app::install_interrupt_handler();
       if (!dump_dir.empty()) throw InputError("--dump", "writes emulator cases; use it with --device cpu");
       const std::vector<int> devices = app::parse_devices(devices_arg, where.index);
@@ -171,7 +191,7 @@ int main(int argc, char** argv) {
       table = app::run_emulator_bench(config, dump_dir);
     }
     fmt::print("{}", app::render(table, format, provenance));
-    if (!where.gpu && format == "table") {
+    if (!where.gpu && format == "table" && !model) {
       fmt::print("hh INT8: share of each query's heavy-hitter attention mass (smallest key sets reaching 5/10/20/30%\n"
                  "of the row) computed on the INT8 path; importance = attention probability P (the paper's\n"
                  "gradient-weighted importance needs a model loss)\n");

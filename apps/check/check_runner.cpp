@@ -105,6 +105,11 @@ CheckRun run_checks(const ExperimentConfig& config, const DeviceChoice& device, 
   run.table = make_table();
   run.device = device_provenance(device);
   if (device.gpu) gpu::select_device(device.index);
+  for (const CaseSpec& spec : config.cases) {
+    if (spec.model) {
+      throw InputError(spec.where, "is a model case (\"kind\": \"model\"); tilemix-bench runs those");
+    }
+  }
   int index = 0;
   for (const CaseSpec& spec : config.cases) {
     ++index;

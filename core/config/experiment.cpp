@@ -23,7 +23,7 @@ const std::vector<std::string> kCaseKeys = {"name",       "batch", "seq_len", "l
                                             "layout",     "ratio", "seed",    "group", "block_m", "block_n",
                                             "words_file", "mode",  "state",   "accum", "input",   "tolerance",
                                             "kind",       "cache_len", "cache_lens", "new_tokens", "cache",
-                                            "append_steps", "tiles_per_split", "mainloop"};
+                                            "append_steps", "tiles_per_split", "mainloop", "layers", "vocab"};
 const std::vector<std::string> kInputKeys = {
     "kind", "seed", "stddev", "outlier_channels", "outlier_scale", "sink_scale", "local_bias",
     "q",    "k",    "v",      "allow_nonfinite"};
@@ -36,12 +36,15 @@ const std::vector<std::string> kDecodeOnlyKeys = {"cache_len", "cache_lens", "ne
                                                   "tiles_per_split", "mainloop"};
 const std::vector<std::string> kPrefillOnlyKeys = {"seq_len", "lq",    "lk",    "seqlens_q", "seqlens_k", "causal",
                                                    "mode",    "state", "accum", "block_m",   "block_n"};
+const std::vector<std::string> kModelOnlyKeys = {"layers", "vocab"};
 
 constexpr int64_t kMaxSeqLen = (int64_t{1} << 31) - 1;
 constexpr int64_t kMaxBatch = int64_t{1} << 20;
 constexpr int64_t kMaxHeads = int64_t{1} << 16;
 constexpr size_t kMaxCases = 100000;
 constexpr int kMaxAppendSteps = 1 << 16;
+constexpr int kMaxModelLayers = 1024;
+constexpr int kMaxModelVocab = 1 << 20;
 
 bool contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
@@ -368,12 +371,11 @@ void read_tolerance(JsonObjectReader& r, const json& merged, const Origins& orig
   tr->finish();
 }
 
-// A key of the other kind of case names itself, at the path where it was written.
-void reject_keys(const JsonObjectReader& r, const json& merged, const std::vector<std::string>& keys, bool decode) {
+// A key of another kind of case names itself, at the path where it was written.
+void reject_keys(const JsonObjectReader& r, const json& merged, const std::vector<std::string>& keys,
+                 const std::string& why) {
   for (const auto& key : keys) {
-    if (!merged.contains(key)) continue;
-    throw InputError(r.where(key), decode ? "is a prefill key; this case has \"kind\": \"decode\""
-                                          : "is only used in decode cases (\"kind\": \"decode\")");
+    if (merged.contains(key)) throw InputError(r.where(key), why);
   }
 }
 
@@ -450,8 +452,16 @@ CaseSpec read_case(const json& merged, const Origins& origins, const Context& ct
   apply_origins(r, merged, origins, "");
 
   spec.name = r.string("name").value_or("");
-  const bool decode = r.choice("kind", {"prefill", "decode"}).value_or("prefill") == "decode";
-  reject_keys(r, merged, decode ? kPrefillOnlyKeys : kDecodeOnlyKeys, decode);
+  const std::string kind = r.choice("kind", {"prefill", "decode", "model"}).value_or("prefill");
+  const bool decode = kind == "decode";
+  if (decode) {
+    reject_keys(r, merged, kPrefillOnlyKeys, "is a prefill key; this case has \"kind\": \"decode\"");
+  } else {
+    reject_keys(r, merged, kDecodeOnlyKeys, "is only used in decode cases (\"kind\": \"decode\")");
+  }
+  if (kind != "model") {
+    reject_keys(r, merged, kModelOnlyKeys, "is only used in model cases (\"kind\": \"model\")");
+  }
   AttentionShape& shape = spec.shape;
   DecodeShape decode_shape;
   if (decode) {
@@ -558,6 +568,18 @@ CaseSpec read_case(const json& merged, const Origins& origins, const Context& ct
                                          nu.state);
     nu.accum = read_enum<AccumPrecision>(r, "accum", {{"fp32", AccumPrecision::fp32}, {"fp16", AccumPrecision::fp16}},
                                          nu.accum);
+  }
+  if (kind == "model") {
+    ModelCaseSpec& mc = spec.model.emplace();
+    mc.layers = int_in(r, "layers", 1, kMaxModelLayers).value_or(mc.layers);
+    mc.vocab = int_in(r, "vocab", 1, kMaxModelVocab).value_or(mc.vocab);
+    for (int b = 0; b < shape.batch(); ++b) {
+      if (shape.seqlen_q(b) != shape.seqlen_k(b)) {
+        throw InputError(spec.where, "a model case is self-attention: Lq must equal Lk (sequence " +
+                                         std::to_string(b) + " has " + std::to_string(shape.seqlen_q(b)) + " and " +
+                                         std::to_string(shape.seqlen_k(b)) + ")");
+      }
+    }
   }
 
   spec.input.seed = routing.seed;

@@ -20,6 +20,9 @@
 // mma_sync | wgmma: the INT8 cache's GPU kernel), and the shared keys name, hq,
 // hk, d, softmax_scale, layout, ratio, seed, group, words_file, input, tolerance; the other
 // prefill keys are errors there, as decode keys are in a prefill case.
+// Model cases ("kind": "model", tilemix-bench only) are prefill cases of self-attention (Lq = Lk)
+// that run the multi-layer random model (reference/random_model.hpp) with the case's attention:
+// layers (default 1) and vocab (default 1000) besides the prefill keys.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -41,6 +44,11 @@ struct CaseTolerances {
   Tolerance gpu_vs_reference;
 };
 
+struct ModelCaseSpec {
+  int layers = 1;
+  int vocab = 1000;
+};
+
 struct CaseSpec {
   std::string name;
   std::string where;  // "file: $.cases[3]" for later errors
@@ -52,6 +60,7 @@ struct CaseSpec {
   // Set for decode cases; `shape` is then decode->shape.attention_shape() and `routing` uses
   // kDecodeGeometry.
   std::optional<DecodeCaseSpec> decode;
+  std::optional<ModelCaseSpec> model;  // set for model cases
   nlohmann::json json;  // the merged case as read, saved with results
 };
 

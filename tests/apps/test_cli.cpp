@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -113,6 +114,16 @@ TEST_CASE("every bad-input class exits 2 naming the field or file", "[cli]") {
        "seqlens"},
       {"Tmask > 64", [](auto& j) { j["defaults"]["seq_len"] = 10000; j["cases"][0]["group"] = 1; }, "Tmask"},
       {"unknown state", [](auto& j) { j["cases"][0]["state"] = "bf16"; }, "state"},
+      {"model key in a prefill case", [](auto& j) { j["cases"][0]["layers"] = 2; }, "layers"},
+      {"model case with Lq != Lk",
+       [](auto& j) {
+         j["defaults"].erase("seq_len");
+         j["cases"][0]["kind"] = "model";
+         j["cases"][0]["lq"] = 50;
+         j["cases"][0]["lk"] = 100;
+       },
+       "Lq must equal Lk"},
+      {"model case in tilemix-check", [](auto& j) { j["cases"][0]["kind"] = "model"; }, "tilemix-bench runs those"},
       {"missing npy",
        [&](auto& j) {
          j["cases"][0]["input"] = {{"kind", "npy"}, {"q", qpath + ".missing"}, {"k", qpath}, {"v", qpath}};
@@ -249,4 +260,36 @@ TEST_CASE("tilemix-bench without a GPU says so and runs the emulator; --dump wri
     CHECK(m.contains(key));
   }
   CHECK(m["words"].size() == 1);  // one KV head
+}
+
+TEST_CASE("tilemix-bench runs model cases on the CPU: deviations grow with INT8 coverage", "[cli]") {
+  const auto dir = temp_dir("model");
+  const nlohmann::json config = {
+      {"name", "tiny-model"},
+      {"defaults",
+       {{"kind", "model"}, {"batch", 1}, {"seq_len", 192}, {"hq", 4}, {"hk", 2}, {"d", 64}, {"causal", true},
+        {"vocab", 64}, {"layers", 3}}},
+      {"cases", {{{"name", "one"}, {"layout", "one"}}, {{"name", "zero"}, {"layout", "zero"}}}}};
+  const std::string out = (dir / "model.json").string();
+  const Run r = run(std::string(TILEMIX_BENCH_EXE) + " --device cpu --format md --config '" +
+                    write_config(dir, config) + "' --out '" + out + "'");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json result = nlohmann::json::parse(std::ifstream(out));
+  std::map<std::string, double> dev;  // method or layout -> max |logit deviation|
+  for (const auto& row : result.at("rows")) {
+    REQUIRE(row.at("status") == "ok");
+    CHECK(row.at("layers") == 3);
+    CHECK(row.at("reference") == "exact");
+    const std::string key = row.at("method") == "tilemix" ? row.at("layout").get<std::string>()
+                                                            : row.at("method").get<std::string>();
+    dev[key] = row.at("max_abs_dev").get<double>();
+    CHECK(row.at("max_abs_logit_ref").get<double>() > 0.5);
+  }
+  REQUIRE(dev.size() == 4);
+  CHECK(dev.at("exact") == 0.0);
+  CHECK(dev.at("flash_fp16") > 0.0);
+  // The same FP16 path on the same tiles as flash_fp16; all-INT8 scores deviate several times more.
+  CHECK(dev.at("zero") == dev.at("flash_fp16"));
+  CHECK(dev.at("one") > 3.0 * dev.at("flash_fp16"));
 }
