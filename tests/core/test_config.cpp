@@ -430,3 +430,22 @@ TEST_CASE("JsonObjectReader getters are strict", "[config]") {
   CHECK_NOTHROW(o->finish());
   CHECK_NOTHROW(r.finish());
 }
+
+TEST_CASE("model cases read layers and vocab and are self-attention", "[config]") {
+  const auto cfg = parse(R"({"defaults": {"kind": "model", "seq_len": 64, "hq": 4, "hk": 2, "d": 64, "causal": true},
+      "cases": [{"layout": "one", "layers": 12, "vocab": 500}, {"layout": "zero"}]})");
+  REQUIRE(cfg.cases[0].model);
+  CHECK(cfg.cases[0].model->layers == 12);
+  CHECK(cfg.cases[0].model->vocab == 500);
+  CHECK(cfg.cases[1].model->layers == 1);
+  CHECK(cfg.cases[1].model->vocab == 1000);
+  CHECK_FALSE(cfg.cases[0].decode);
+  CHECK_THAT(parse_error(R"({"cases": [{"kind": "model", "seq_len": 8, "layers": 0}]})"),
+             Contains("$.cases[0].layers: must be in [1, "));
+  CHECK_THAT(parse_error(R"({"cases": [{"kind": "model", "lq": 8, "lk": 16}]})"),
+             Contains("a model case is self-attention: Lq must equal Lk"));
+  CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 8, "vocab": 10}]})"),
+             Contains("$.cases[0].vocab: is only used in model cases"));
+  CHECK_THAT(parse_error(R"({"cases": [{"kind": "decode", "cache_len": 8, "layers": 2}]})"),
+             Contains("$.cases[0].layers: is only used in model cases"));
+}

@@ -274,7 +274,7 @@ TEST_CASE("decode cases in configs", "[decode]") {
     CHECK_THAT(parse_error(R"({"cases": [{"kind": "prefill", "seq_len": 8, "cache": "int8"}]})"),
                Contains("$.cases[0].cache: is only used in decode cases"));
     CHECK_THAT(parse_error(R"({"cases": [{"kind": "encode", "seq_len": 8}]})"),
-               Contains("$.cases[0].kind: unknown kind 'encode' (expected one of: prefill, decode)"));
+               Contains("$.cases[0].kind: unknown kind 'encode' (expected one of: prefill, decode, model)"));
     CHECK_THAT(parse_error(R"({"cases": [{"kind": "decode"}]})"),
                Contains("test.json: $.cases[0]: cache lengths are required for a decode case"));
     CHECK_THAT(parse_error(R"({"cases": [{"kind": "decode", "cache_len": 8, "seq_len": 8}]})"),
