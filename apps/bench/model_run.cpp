@@ -7,6 +7,7 @@
 #include <cmath>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "apps/bench/sweep.hpp"
@@ -64,6 +65,8 @@ ModelAttention attention_for(const CaseSpec& spec, const std::string& method, co
   const bool routed = method == "tilemix";
   if (gpu) {
     if (method == "reference") {
+      std::string why;
+      if (!gpu::baseline_available(gpu::Baseline::torch_like, shape, &why)) throw std::invalid_argument(why);
       return [shape, numerics](const AttentionInputs& qkv) {
         GpuProblem problem(shape, qkv);
         gpu::TorchLikeRunner runner(shape);
@@ -161,7 +164,8 @@ void run_model_bench(const ExperimentConfig& config, int device, ResultTable& ta
       table.rows.push_back(std::move(row));
       on_row();
     };
-    // The model with `method`'s attention; an unavailable baseline or a full device is a status.
+    // The model with `method`'s attention; an unavailable baseline or a full device is a status,
+    // any other failure ends the run.
     const auto attempt = [&](const CaseSpec& spec, const std::string& method, const RoutingPlan& plan,
                              std::string& status) {
       std::optional<Logits> logits;
@@ -169,7 +173,7 @@ void run_model_bench(const ExperimentConfig& config, int device, ResultTable& ta
         logits = run_model(spec, model, input, attention_for(spec, method, plan, gpu));
       } catch (const gpu::OutOfMemory& e) {
         status = fmt::format("OOM ({:.1f} GiB asked)", e.bytes_asked / double(1ull << 30));
-      } catch (const std::runtime_error& e) {
+      } catch (const std::invalid_argument& e) {
         status = std::string("unavailable (") + e.what() + ")";
       }
       return logits;
