@@ -1,5 +1,6 @@
 #pragma once
 // Exact attention in double precision (Eigen): full softmax, bottom-right causal, GQA, varlen.
+#include <cstdint>
 #include <vector>
 
 #include "core/inputs/inputs.hpp"
@@ -14,5 +15,9 @@ struct ExactResult {
 
 // `shape` must be validated (softmax_scale resolved). Uses every OpenMP thread.
 ExactResult exact_attention(const AttentionShape& shape, const AttentionInputs& inputs);
+
+// The exact output rounded once to FP16 bits [total_q, hq, d]: an FP16 attention without any
+// rounding of its own (the reference attention of the random model on the CPU).
+std::vector<uint16_t> exact_attention_fp16(const AttentionShape& shape, const AttentionInputs& inputs);
 
 }  // namespace tilemix

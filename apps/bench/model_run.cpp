@@ -14,7 +14,6 @@
 #include "apps/common/case_columns.hpp"
 #include "apps/common/gpu_problem.hpp"
 #include "apps/common/progress.hpp"
-#include "core/fp16.hpp"
 #include "reference/emulator.hpp"
 #include "reference/exact.hpp"
 #include "reference/random_model.hpp"
@@ -80,12 +79,7 @@ ModelAttention attention_for(const CaseSpec& spec, const std::string& method, co
     };
   }
   if (method == "reference") {
-    return [shape](const AttentionInputs& qkv) {
-      const ExactResult exact = exact_attention(shape, qkv);
-      std::vector<uint16_t> o(exact.o.size());
-      for (size_t i = 0; i < o.size(); ++i) o[i] = float_to_half(static_cast<float>(exact.o[i]));
-      return o;
-    };
+    return [shape](const AttentionInputs& qkv) { return exact_attention_fp16(shape, qkv); };
   }
   return [shape, numerics, plan](const AttentionInputs& qkv) {
     return emulate_attention(shape, qkv, plan, {numerics, KeyOrder::ascending}).o;

@@ -7,7 +7,6 @@
 #include <stdexcept>
 #include <vector>
 
-#include "core/fp16.hpp"
 #include "reference/exact.hpp"
 #include "reference/random_model.hpp"
 #include "tests/reference/attention_fixtures.hpp"
@@ -18,12 +17,7 @@ using namespace tilemix::testing;
 namespace {
 
 ModelAttention exact_fp16(const AttentionShape& shape) {
-  return [shape](const AttentionInputs& qkv) {
-    const ExactResult exact = exact_attention(shape, qkv);
-    std::vector<uint16_t> o(exact.o.size());
-    for (size_t i = 0; i < o.size(); ++i) o[i] = float_to_half(static_cast<float>(exact.o[i]));
-    return o;
-  };
+  return [shape](const AttentionInputs& qkv) { return exact_attention_fp16(shape, qkv); };
 }
 
 }  // namespace
