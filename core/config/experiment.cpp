@@ -584,6 +584,11 @@ CaseSpec read_case(const json& merged, const Origins& origins, const Context& ct
 
   spec.input.seed = routing.seed;
   read_input(r, merged, origins, ctx, shape.d, spec.input);
+  // The random model draws its own N(0, 1) input from input.seed; nothing else would be used.
+  if (spec.model && (spec.input.kind != InputKind::gaussian || spec.input.stddev != 1.0f)) {
+    throw InputError(r.where("input"), "a model case draws its own N(0, 1) input from input.seed: give kind "
+                                       "gaussian and stddev 1 (or leave them out)");
+  }
   read_tolerance(r, merged, origins, spec.tolerance);
   r.finish();
   return spec;

@@ -22,7 +22,8 @@
 // prefill keys are errors there, as decode keys are in a prefill case.
 // Model cases ("kind": "model", tilemix-bench only) are prefill cases of self-attention (Lq = Lk)
 // that run the multi-layer random model (reference/random_model.hpp) with the case's attention:
-// layers (default 1) and vocab (default 1000) besides the prefill keys.
+// layers (default 1) and vocab (default 1000) besides the prefill keys; their input is the
+// model's own N(0, 1) draw from input.seed (other input kinds and stddev are refused).
 #include <cstdint>
 #include <optional>
 #include <string>

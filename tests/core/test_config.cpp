@@ -448,4 +448,8 @@ TEST_CASE("model cases read layers and vocab and are self-attention", "[config]"
              Contains("$.cases[0].vocab: is only used in model cases"));
   CHECK_THAT(parse_error(R"({"cases": [{"kind": "decode", "cache_len": 8, "layers": 2}]})"),
              Contains("$.cases[0].layers: is only used in model cases"));
+  CHECK_THAT(parse_error(R"({"cases": [{"kind": "model", "seq_len": 8, "input": {"kind": "llm_like"}}]})"),
+             Contains("$.cases[0].input: a model case draws its own N(0, 1) input"));
+  CHECK_THAT(parse_error(R"({"cases": [{"kind": "model", "seq_len": 8, "input": {"stddev": 2}}]})"),
+             Contains("$.cases[0].input: a model case draws its own N(0, 1) input"));
 }
