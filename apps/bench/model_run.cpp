@@ -66,10 +66,11 @@ ModelAttention attention_for(const CaseSpec& spec, const std::string& method, co
     if (method == "reference") {
       std::string why;
       if (!gpu::baseline_available(gpu::Baseline::torch_like, shape, &why)) throw std::invalid_argument(why);
-      return [shape, numerics](const AttentionInputs& qkv) {
+      // One runner (and score workspace) for every layer of the model.
+      auto runner = std::make_shared<gpu::TorchLikeRunner>(shape);
+      return [shape, numerics, runner](const AttentionInputs& qkv) {
         GpuProblem problem(shape, qkv);
-        gpu::TorchLikeRunner runner(shape);
-        runner.run(problem.params(numerics), nullptr);
+        runner->run(problem.params(numerics), nullptr);
         return problem.fetch().o;
       };
     }

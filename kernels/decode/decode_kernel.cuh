@@ -120,13 +120,15 @@ struct DecodeTileLoader {
   const char* v_tile;
   const float* k_scale;
   const float* v_scale;
-  int64_t thread_offset, pass_stride, tile_stride;
+  int64_t thread_offset, pass_stride, tile_stride, row_stride;
   uint32_t smem_offset;  // the thread's first chunk within a tile in shared memory
-  int rows_left;         // cache rows from the thread's first row of the next tile to the end
-  int hk;
+  int tile_rows;         // cache rows from row 0 of the next tile to the sequence's end
+  int last_row;          // the thread's last row within a tile
+  int tid, hk;
   bool copies_scales;    // thread 0 sends the two block scales of the INT8 cache
 
-  __device__ __forceinline__ DecodeTileLoader(const DecodeKernelParams& p, const DecodeBlock& blk, int tid) {
+  __device__ __forceinline__ DecodeTileLoader(const DecodeKernelParams& p, const DecodeBlock& blk, int tid_)
+      : tid(tid_) {
     const int row0 = tid / Tile::kChunksPerRow, chunk = tid % Tile::kChunksPerRow;
     const int64_t first_row = p.cu_capacity[blk.b] + static_cast<int64_t>(blk.tile_begin) * kDecodeBlockN;
     const int64_t offset = first_row * p.cache_row_bytes + static_cast<int64_t>(blk.kv_head) * Tile::kRowBytes;
@@ -138,31 +140,26 @@ struct DecodeTileLoader {
     thread_offset = row0 * p.cache_row_bytes + chunk * 16;
     pass_stride = kRowsPerPass * p.cache_row_bytes;
     tile_stride = kDecodeBlockN * p.cache_row_bytes;
+    row_stride = p.cache_row_bytes;
     smem_offset = Tile::offset(row0, chunk);
-    rows_left = blk.len - blk.tile_begin * kDecodeBlockN - row0;
+    tile_rows = blk.len - blk.tile_begin * kDecodeBlockN;
+    last_row = row0 + (kPasses - 1) * kRowsPerPass;
     hk = p.hk;
     copies_scales = kInt8 && tid == 0;
   }
 
   __device__ __forceinline__ void issue_next(uint32_t k_dst, uint32_t v_dst, uint32_t scales_dst) {
-    const char* k_src = k_tile + thread_offset;
-    const char* v_src = v_tile + thread_offset;
-    k_dst += smem_offset;
-    v_dst += smem_offset;
-    if (rows_left > (kPasses - 1) * kRowsPerPass) {
+    if (last_row < tile_rows) {
+      const char* k_src = k_tile + thread_offset;
+      const char* v_src = v_tile + thread_offset;
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
-        cp_async_16(k_dst + i * kRowsPerPass * Tile::kRowBytes, k_src + i * pass_stride, true);
-        cp_async_16(v_dst + i * kRowsPerPass * Tile::kRowBytes, v_src + i * pass_stride, true);
+        cp_async_16(k_dst + smem_offset + i * kRowsPerPass * Tile::kRowBytes, k_src + i * pass_stride, true);
+        cp_async_16(v_dst + smem_offset + i * kRowsPerPass * Tile::kRowBytes, v_src + i * pass_stride, true);
       }
     } else {
-#pragma unroll
-      for (int i = 0; i < kPasses; ++i) {
-        // An invalid row reads nothing; it still names an address inside the cache.
-        const bool valid = i * kRowsPerPass < rows_left;
-        cp_async_16(k_dst + i * kRowsPerPass * Tile::kRowBytes, valid ? k_src + i * pass_stride : k_tile, valid);
-        cp_async_16(v_dst + i * kRowsPerPass * Tile::kRowBytes, valid ? v_src + i * pass_stride : v_tile, valid);
-      }
+      load_tile_async<Tile, kThreads>(k_dst, k_tile, row_stride, tile_rows, tid);
+      load_tile_async<Tile, kThreads>(v_dst, v_tile, row_stride, tile_rows, tid);
     }
     if (copies_scales) {
       cp_async_4(scales_dst, k_scale);
@@ -174,7 +171,7 @@ struct DecodeTileLoader {
       k_scale += hk;
       v_scale += hk;
     }
-    rows_left -= kDecodeBlockN;
+    tile_rows -= kDecodeBlockN;
   }
 };
 
