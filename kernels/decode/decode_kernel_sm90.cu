@@ -9,10 +9,13 @@
 // Query rows r = token r / heads of head r % heads, padded with zero rows to 64. Per key tile:
 //   1. wait for the tile, barrier, issue the tile kStages - 1 ahead (cp.async, the K8 and V8
 //      tiles land K-major with the 128-byte swizzle, which is wgmma's operand layout);
-//   2. V8 converted once into FP16 V (two K-major 64-channel blocks, which the P V product reads
-//      MN-major), and for an FP16-routed tile K8 into FP16 K over the tile's own stage;
-//   3. S = Q8 K8^T (wgmma s8, x = float(C), f = (q_scale * scale_log2) * k_scale) or
-//      S = Q K^T on the FP16 codes (x = acc, f = k_scale * scale_log2); s = x * f;
+//   2. S = Q8 K8^T (wgmma s8, x = float(C), f = (q_scale * scale_log2) * k_scale) or, K8
+//      converted into FP16 K over the tile's own stage first, S = Q K^T on the FP16 codes
+//      (x = acc, f = k_scale * scale_log2); s = x * f. Each route is its own straight-line
+//      instance of the tile step;
+//   3. V8 converted once into FP16 V (two K-major 64-channel blocks, which the P V product reads
+//      MN-major): codes loaded under the score MMA, stored beside the softmax (INT8 route) or
+//      under the FP16 score MMA;
 //   4. no score past the sequence or the causal limit; row maxima of x within the quad of lanes
 //      that holds a row, times f; p = exp2(fma(x, f, -m)); O rescaled when a maximum moved;
 //   5. O += P V: P times the V block scale rounded to FP16, straight from the score registers.
@@ -23,6 +26,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "core/decode/decode_shape.hpp"
 #include "kernels/common/check.cuh"
@@ -98,12 +102,6 @@ __device__ __forceinline__ void store_half_items(char* halves, int tid, const ui
         make_uint4(codes_to_half2(w[2], kBytes01), codes_to_half2(w[2], kBytes23), codes_to_half2(w[3], kBytes01),
                    codes_to_half2(w[3], kBytes23));
   }
-}
-
-__device__ __forceinline__ void convert_v(const char* v8, char* v16, int tid) {
-  uint4 codes[kCodeItems];
-  load_code_items(v8, tid, codes);
-  store_half_items(v16, tid, codes);
 }
 
 __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
@@ -209,130 +207,139 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     const char* k8_ptr = smem + stage * Smem::kStageBytes;
     const char* v8_ptr = k8_ptr + Smem::kTileBytes;
     const float* scales = reinterpret_cast<const float*>(smem + Smem::kScales + stage * 8);
-    const bool int8_route = routes.next();
+    // One tile on either route, each instance a straight line for the scheduler.
+    const auto tile_step = [&](auto int8_tag) {
+      constexpr bool kInt8Route = decltype(int8_tag)::value;
+      // Raw scores x of S = Q K^T (element 4j + e: row rows_of_thread[e / 2], key 8j + 2 tq + e % 2
+      // of the tile) and each row's factor f into the log2 domain, s = x * f: INT8 route x = float(C),
+      // f = (q_scale * scale_log2) * k_scale; FP16 route x = the fp32 dot, f = k_scale * scale_log2.
+      // f goes through nonzero_factor, so that -inf (an illegal key) stays -inf in the fma below.
+      // V8 codes are loaded into registers early and stored as FP16 V later: on the INT8 route
+      // loaded under Q8 K8^T and stored beside the softmax (independent work that fills its
+      // latencies); on the FP16 route loaded with the K8 codes before FP16 K overwrites the stage
+      // and stored under Q K^T. One barrier before P V covers both.
+      float x[32], f[2];
+      uint4 v_codes[kCodeItems];
+      if constexpr (kInt8Route) {
+        int acc[32];
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 32; ++kk) {
+          wgmma_m64n64k32_s8(acc, desc_advance(q8_desc, 32 * kk), desc_advance(k_desc, 32 * kk), kk);
+        }
+        wgmma_commit();
+        load_code_items(v8_ptr, tid, v_codes);
+        wgmma_wait_all();
+        wgmma_fence_operands(acc);
+#pragma unroll
+        for (int i = 0; i < 32; ++i) x[i] = __int2float_rn(acc[i]);
+        f[0] = nonzero_factor(__fmul_rn(q_factor[0], scales[0]));
+        f[1] = nonzero_factor(__fmul_rn(q_factor[1], scales[0]));
+      } else {
+        uint4 k_codes[kCodeItems];
+        load_code_items(k8_ptr, tid, k_codes);
+        load_code_items(v8_ptr, tid, v_codes);
+        __syncthreads();  // every thread holds its K8 and V8 codes: FP16 K may overwrite the stage
+        store_half_items(smem + stage * Smem::kStageBytes, tid, k_codes);
+        fence_proxy_async_shared();
+        __syncthreads();
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+          const uint32_t step = (kk / 4) * Smem::kHalfBlock + 32 * (kk % 4);
+          wgmma_m64n64k16_f16(x, desc_advance(q16_desc, step), desc_advance(k_desc, step), kk);
+        }
+        wgmma_commit();
+        store_half_items(smem + Smem::kV16, tid, v_codes);
+        wgmma_wait_all();
+        wgmma_fence_operands(x);
+        f[0] = f[1] = nonzero_factor(__fmul_rn(scales[0], p.scale_log2));
+      }
+      // Keys past the sequence or the causal limit (only the last tiles have any): x = -inf, p = 0.
+      if ((t + 1) * kDecodeBlockN > mask_from) {
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+          const int key = t * kDecodeBlockN + 8 * (i >> 2) + 2 * tq + (i & 1);
+          if (key >= visible[(i >> 1) & 1]) x[i] = -INFINITY;
+        }
+      }
+      if constexpr (kInt8Route) store_half_items(smem + Smem::kV16, tid, v_codes);  // beside the softmax
 
-    // Raw scores x of S = Q K^T (element 4j + e: row rows_of_thread[e / 2], key 8j + 2 tq + e % 2
-    // of the tile) and each row's factor f into the log2 domain, s = x * f: INT8 route x = float(C),
-    // f = (q_scale * scale_log2) * k_scale; FP16 route x = the fp32 dot, f = k_scale * scale_log2.
-    // f goes through nonzero_factor, so that -inf (an illegal key) stays -inf in the fma below.
-    // V8 is converted into FP16 V meanwhile: on the INT8 route while Q8 K8^T runs; on the FP16
-    // route first, since K8 is converted into FP16 K in place of the stage's K8 and V8 (its codes
-    // held in registers across a barrier, after every thread's V8 reads).
-    float x[32], f[2];
-    if (int8_route) {
-      int acc[32];
+      // Online softmax; a row's 64 keys lie in the 4 lanes of its quad, 16 per lane (8 blocks of 2).
+      // f > 0 and rounding is monotone, so the tile maximum of s is the maximum of x times f, and
+      // p = exp2(fma(x, f, -ref)) needs no s. Both rows go through each step together, the maxima
+      // as trees, so that the dependent chains are short and interleave.
+      float x_max[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float m[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) m[j] = fmaxf(x[4 * j + 2 * h], x[4 * j + 2 * h + 1]);
+#pragma unroll
+        for (int width = 4; width >= 1; width /= 2) {
+#pragma unroll
+          for (int j = 0; j < width; ++j) m[j] = fmaxf(m[j], m[j + width]);
+        }
+        x_max[h] = m[0];
+      }
+#pragma unroll
+      for (int lanes = 1; lanes <= 2; lanes *= 2) {
+        const float other[2] = {__shfl_xor_sync(0xffffffffu, x_max[0], lanes),
+                                __shfl_xor_sync(0xffffffffu, x_max[1], lanes)};
+        x_max[0] = fmaxf(x_max[0], other[0]);
+        x_max[1] = fmaxf(x_max[1], other[1]);
+      }
+      float alpha[2], neg_ref[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float m_new = fmaxf(row_max[h], __fmul_rn(x_max[h], f[h]));
+        const float ref = m_new == -INFINITY ? 0.0f : m_new;
+        alpha[h] = exp2_approx(__fsub_rn(row_max[h], ref));
+        neg_ref[h] = -ref;
+        row_max[h] = m_new;
+      }
+#pragma unroll
+      for (int i = 0; i < 32; ++i) x[i] = exp2_approx(__fmaf_rn(x[i], f[(i >> 1) & 1], neg_ref[(i >> 1) & 1]));
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) sum = __fadd_rn(__fadd_rn(sum, x[4 * j + 2 * h]), x[4 * j + 2 * h + 1]);
+        row_sum[h] = __fadd_rn(__fmul_rn(row_sum[h], alpha[h]), sum);
+      }
+      if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
+#pragma unroll
+        for (int i = 0; i < 64; ++i) o[i] = __fmul_rn(o[i], alpha[(i >> 1) & 1]);
+      }
+
+      // O += P V: the k16 step kk covers keys 16 kk .. 16 kk + 15, i.e. score blocks 2 kk and
+      // 2 kk + 1, which are exactly the A fragment of that step; V is read MN-major.
+      const float v_scale = scales[1];
+      uint32_t a[4][4];
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const float* blk_s = x + 4 * (2 * kk + half);
+          a[kk][2 * half] = pack_half2(__fmul_rn(blk_s[0], v_scale), __fmul_rn(blk_s[1], v_scale));
+          a[kk][2 * half + 1] = pack_half2(__fmul_rn(blk_s[2], v_scale), __fmul_rn(blk_s[3], v_scale));
+        }
+      }
+      fence_proxy_async_shared();  // P V reads every thread's V
+      __syncthreads();
+      wgmma_fence_operands(o);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < D / 32; ++kk) {
-        wgmma_m64n64k32_s8(acc, desc_advance(q8_desc, 32 * kk), desc_advance(k_desc, 32 * kk), kk);
-      }
+      for (int kk = 0; kk < 4; ++kk) wgmma_m64n128k16_f16_rs(o, a[kk], desc_advance(v_desc, 2048 * kk));
       wgmma_commit();
-      convert_v(v8_ptr, smem + Smem::kV16, tid);
       wgmma_wait_all();
-      wgmma_fence_operands(acc);
-#pragma unroll
-      for (int i = 0; i < 32; ++i) x[i] = __int2float_rn(acc[i]);
-      f[0] = nonzero_factor(__fmul_rn(q_factor[0], scales[0]));
-      f[1] = nonzero_factor(__fmul_rn(q_factor[1], scales[0]));
+      wgmma_fence_operands(o);
+    };
+    if (routes.next()) {
+      tile_step(std::true_type{});
     } else {
-      uint4 k_codes[kCodeItems];
-      load_code_items(k8_ptr, tid, k_codes);
-      convert_v(v8_ptr, smem + Smem::kV16, tid);
-      __syncthreads();
-      store_half_items(smem + stage * Smem::kStageBytes, tid, k_codes);
-      fence_proxy_async_shared();
-      __syncthreads();
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        const uint32_t step = (kk / 4) * Smem::kHalfBlock + 32 * (kk % 4);
-        wgmma_m64n64k16_f16(x, desc_advance(q16_desc, step), desc_advance(k_desc, step), kk);
-      }
-      wgmma_commit();
-      wgmma_wait_all();
-      wgmma_fence_operands(x);
-      f[0] = f[1] = nonzero_factor(__fmul_rn(scales[0], p.scale_log2));
+      tile_step(std::false_type{});
     }
-    // Keys past the sequence or the causal limit (only the last tiles have any): x = -inf, p = 0.
-    if ((t + 1) * kDecodeBlockN > mask_from) {
-#pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        const int key = t * kDecodeBlockN + 8 * (i >> 2) + 2 * tq + (i & 1);
-        if (key >= visible[(i >> 1) & 1]) x[i] = -INFINITY;
-      }
-    }
-
-    // Online softmax; a row's 64 keys lie in the 4 lanes of its quad, 16 per lane (8 blocks of 2).
-    // f > 0 and rounding is monotone, so the tile maximum of s is the maximum of x times f, and
-    // p = exp2(fma(x, f, -ref)) needs no s. Both rows go through each step together, the maxima
-    // as trees, so that the dependent chains are short and interleave.
-    float x_max[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float m[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) m[j] = fmaxf(x[4 * j + 2 * h], x[4 * j + 2 * h + 1]);
-#pragma unroll
-      for (int width = 4; width >= 1; width /= 2) {
-#pragma unroll
-        for (int j = 0; j < width; ++j) m[j] = fmaxf(m[j], m[j + width]);
-      }
-      x_max[h] = m[0];
-    }
-#pragma unroll
-    for (int lanes = 1; lanes <= 2; lanes *= 2) {
-      const float other[2] = {__shfl_xor_sync(0xffffffffu, x_max[0], lanes),
-                              __shfl_xor_sync(0xffffffffu, x_max[1], lanes)};
-      x_max[0] = fmaxf(x_max[0], other[0]);
-      x_max[1] = fmaxf(x_max[1], other[1]);
-    }
-    float alpha[2], neg_ref[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float m_new = fmaxf(row_max[h], __fmul_rn(x_max[h], f[h]));
-      const float ref = m_new == -INFINITY ? 0.0f : m_new;
-      alpha[h] = exp2_approx(__fsub_rn(row_max[h], ref));
-      neg_ref[h] = -ref;
-      row_max[h] = m_new;
-    }
-#pragma unroll
-    for (int i = 0; i < 32; ++i) x[i] = exp2_approx(__fmaf_rn(x[i], f[(i >> 1) & 1], neg_ref[(i >> 1) & 1]));
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) sum = __fadd_rn(__fadd_rn(sum, x[4 * j + 2 * h]), x[4 * j + 2 * h + 1]);
-      row_sum[h] = __fadd_rn(__fmul_rn(row_sum[h], alpha[h]), sum);
-    }
-    if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
-#pragma unroll
-      for (int i = 0; i < 64; ++i) o[i] = __fmul_rn(o[i], alpha[(i >> 1) & 1]);
-    }
-
-    // O += P V: the k16 step kk covers keys 16 kk .. 16 kk + 15, i.e. score blocks 2 kk and
-    // 2 kk + 1, which are exactly the A fragment of that step; V is read MN-major.
-    const float v_scale = scales[1];
-    uint32_t a[4][4];
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const float* blk_s = x + 4 * (2 * kk + half);
-        a[kk][2 * half] = pack_half2(__fmul_rn(blk_s[0], v_scale), __fmul_rn(blk_s[1], v_scale));
-        a[kk][2 * half + 1] = pack_half2(__fmul_rn(blk_s[2], v_scale), __fmul_rn(blk_s[3], v_scale));
-      }
-    }
-    if (int8_route) {  // P V reads every thread's V (the FP16 route met a barrier after it)
-      fence_proxy_async_shared();
-      __syncthreads();
-    }
-    wgmma_fence_operands(o);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_m64n128k16_f16_rs(o, a[kk], desc_advance(v_desc, 2048 * kk));
-    wgmma_commit();
-    wgmma_wait_all();
-    wgmma_fence_operands(o);
     stage = stage + 1 == kStages ? 0 : stage + 1;
   }
   cp_async_wait<0>();
