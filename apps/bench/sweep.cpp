@@ -53,6 +53,7 @@ void shard_over_devices(
 gpu::TimingOptions timing_options(const TimingSpec& t) {
   gpu::TimingOptions o;
   o.warmup = t.warmup;
+  o.warmup_seconds = t.warmup_seconds;
   o.min_reps = t.min_reps;
   o.max_reps = t.max_reps;
   o.max_seconds = t.max_seconds;

@@ -711,6 +711,7 @@ ExperimentConfig parse_impl(json j, const std::vector<std::string>& axis_order, 
   if (auto tr = r.object("timing")) {
     TimingSpec& t = cfg.timing;
     t.warmup = int_in(*tr, "warmup", 0, 1000000).value_or(t.warmup);
+    t.warmup_seconds = number_at_least(*tr, "warmup_seconds", 0.0, true).value_or(t.warmup_seconds);
     t.min_reps = int_in(*tr, "min_reps", 1, 1000000).value_or(t.min_reps);
     t.max_reps = int_in(*tr, "max_reps", 1, 1000000).value_or(t.max_reps);
     if (t.max_reps < t.min_reps) {

@@ -67,6 +67,7 @@ struct CaseSpec {
 
 struct TimingSpec {
   int warmup = 3;
+  double warmup_seconds = 0.02;  // warm-up lasts at least this long as well
   int min_reps = 10;
   int max_reps = 200;
   double max_seconds = 2.0;   // per row

@@ -58,8 +58,13 @@ TimingResult time_launches(const std::function<void(int)>& launch, const TimingO
 
   TimingResult r;
   r.sm_clock_max_mhz = nvml().sm_mhz(true);
-  for (int i = 0; i < opt.warmup; ++i) launch(i);
-  TILEMIX_CUDA_CHECK(cudaDeviceSynchronize(), "warm-up");
+  int warmups = 0;
+  const auto w0 = std::chrono::steady_clock::now();
+  while (warmups < opt.warmup ||
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count() < opt.warmup_seconds) {
+    launch(warmups++);
+    TILEMIX_CUDA_CHECK(cudaDeviceSynchronize(), "warm-up");
+  }
   r.sm_clock_start_mhz = nvml().sm_mhz(false);
 
   Event start, stop;
@@ -71,7 +76,7 @@ TimingResult time_launches(const std::function<void(int)>& launch, const TimingO
       TILEMIX_CUDA_CHECK(cudaGetLastError(), "L2 flush");
     }
     TILEMIX_CUDA_CHECK(cudaEventRecord(start.e), "timing");
-    launch(opt.warmup + rep);
+    launch(warmups + rep);
     TILEMIX_CUDA_CHECK(cudaEventRecord(stop.e), "timing");
     TILEMIX_CUDA_CHECK(cudaEventSynchronize(stop.e), "timed launch");
     float ms = 0;

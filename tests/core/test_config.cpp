@@ -79,6 +79,7 @@ TEST_CASE("a minimal config gets the documented defaults", "[config]") {
   CHECK(c.tolerance.emulator_vs_reference.empty());
   CHECK(cfg.methods.empty());
   CHECK(cfg.timing.warmup == 3);
+  CHECK(cfg.timing.warmup_seconds == 0.02);
 }
 
 TEST_CASE("every case key is read", "[config]") {
@@ -94,7 +95,7 @@ TEST_CASE("every case key is read", "[config]") {
                                "gpu_vs_emulator": {"max_abs": 0}}},
     "cases": [{"name": "lens", "batch": 3, "lq": 10, "lk": 300}],
     "methods": ["tilemix", "flash_fp16"],
-    "timing": {"warmup": 1, "min_reps": 2, "max_reps": 5, "max_seconds": 0.5, "noise": 0.02, "flush_l2": false}
+    "timing": {"warmup": 1, "warmup_seconds": 0.5, "min_reps": 2, "max_reps": 5, "max_seconds": 0.5, "noise": 0.02, "flush_l2": false}
   })");
   REQUIRE(cfg.cases.size() == 1);
   const CaseSpec& c = cfg.cases[0];
@@ -133,6 +134,7 @@ TEST_CASE("every case key is read", "[config]") {
   CHECK(c.tolerance.gpu_vs_reference.empty());
   CHECK(cfg.methods == std::vector<std::string>{"tilemix", "flash_fp16"});
   CHECK(cfg.timing.warmup == 1);
+  CHECK(cfg.timing.warmup_seconds == 0.5);
   CHECK(cfg.timing.min_reps == 2);
   CHECK(cfg.timing.max_reps == 5);
   CHECK(cfg.timing.max_seconds == 0.5);

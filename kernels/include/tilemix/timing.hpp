@@ -10,6 +10,10 @@ namespace tilemix::gpu {
 
 struct TimingOptions {
   int warmup = 3;
+  // ... and at least this long (each warm-up launch waited for): a first row timed after a few
+  // warm-up launches of a 0.1 ms kernel came out 14% slow in a quarter of the processes on an H200
+  // (results/h200/experiments/warmup-first-row.json); 20 launches or a warm-up row before it fixed it.
+  double warmup_seconds = 0.02;
   int min_reps = 10;
   int max_reps = 200;
   double max_seconds = 2.0;  // wall-clock budget of the repetitions of one row
