@@ -2,10 +2,16 @@
 # One check-and-bench batch on a GPU machine, in two halves:
 #   scripts/device_batch.sh stage   (here) builds with CUDA and copies the binaries and the
 #                                   libraries the GPU machine may lack into .device-bin/
+#   scripts/device_batch.sh stage-ab REV   (here) the same, plus REV's tilemix-bench built in a
+#                                   worktree (build-ab/) as .device-bin/tilemix-bench-base
 #   scripts/device_batch.sh run [STEP...]   (on the GPU machine, from the repository root) runs
 #                                   the steps and leaves logs and JSON in $OUT (default out/)
-# Steps: info gpu-tests check sanitizer sanitizer-decode bench (default: all but bench). CHECK_CONFIGS and
-# BENCH_CONFIGS name the configs (configs/check/NAME.json, configs/bench/NAME.json) to run.
+# Steps: info gpu-tests check sanitizer sanitizer-decode bench ab pack (default: all but bench, ab
+# and pack). CHECK_CONFIGS, BENCH_CONFIGS and AB_CONFIGS name the configs (configs/check/NAME.json,
+# configs/bench/NAME.json) to run. `ab` runs each AB_CONFIGS config with the base and the current
+# tilemix-bench in turn, AB_REPS (default 2) times each, in one process per run: a same-run A/B
+# (compare with scripts/ab_compare.py). `pack` moves everything in $OUT into one results.tgz (the
+# device returns a few files per call).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stage_dir=.device-bin
@@ -16,6 +22,18 @@ stage() {
   rm -rf "$stage_dir" && mkdir -p "$stage_dir"
   cp "$b"/apps/tilemix-check "$b"/apps/tilemix-bench "$b"/tests/kernels/tilemix_gpu_tests "$stage_dir"/
   cp "$(g++ -print-file-name=libgomp.so.1)" "$stage_dir"/
+  du -sh "$stage_dir"
+}
+
+stage_ab() {
+  local rev=${1:?usage: $0 stage-ab REV}
+  stage
+  local tree=build-ab/src
+  git worktree remove --force "$tree" 2>/dev/null || rm -rf "$tree"
+  git worktree add --detach "$tree" "$rev" >&2
+  (cd "$tree" && BUILD_DIR=../build scripts/setup.sh -DTILEMIX_CUDA=ON >&2)
+  cp build-ab/build/apps/tilemix-bench "$stage_dir"/tilemix-bench-base
+  git rev-parse --short "$rev" > "$stage_dir"/base-rev
   du -sh "$stage_dir"
 }
 
@@ -58,6 +76,22 @@ run_steps() {
             && echo "$tool: exit 0" || echo "$tool: exit $?"
         done
         grep -E "SUMMARY|passed" "$out"/sanitizer-decode.log ;;
+      ab)
+        for name in ${AB_CONFIGS:?AB_CONFIGS names the configs}; do
+          for i in $(seq 1 "${AB_REPS:-2}"); do
+            for side in base new; do
+              local bin="$stage_dir"/tilemix-bench
+              [[ $side == base ]] && bin="$stage_dir"/tilemix-bench-base
+              "$bin" --config configs/bench/"$name".json --device gpu --format md \
+                --out "$out"/ab-"$name"-"$side$i".json > "$out"/ab-"$name"-"$side$i".md 2>"$out"/ab-"$name"-"$side$i".err
+              echo "ab $name $side$i: exit $?"
+            done
+          done
+        done ;;
+      pack)
+        local packed; packed=$(mktemp --suffix=.tgz)
+        tar czf "$packed" -C "$out" . && rm -rf "${out:?}"/* && mv "$packed" "$out"/results.tgz
+        echo "packed into $out/results.tgz" ;;
       bench)
         for name in ${BENCH_CONFIGS:-quick}; do
           "$stage_dir"/tilemix-bench --config configs/bench/"$name".json --device gpu --format md \
@@ -71,6 +105,7 @@ run_steps() {
 
 case "${1:-}" in
   stage) stage ;;
+  stage-ab) shift; stage_ab "$@" ;;
   run) shift; run_steps "$@" ;;
-  *) echo "usage: $0 stage | run [info gpu-tests check sanitizer sanitizer-decode bench]" >&2; exit 2 ;;
+  *) echo "usage: $0 stage | stage-ab REV | run [info gpu-tests check sanitizer sanitizer-decode bench ab pack]" >&2; exit 2 ;;
 esac

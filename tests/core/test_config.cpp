@@ -455,3 +455,32 @@ TEST_CASE("model cases read layers and vocab and are self-attention", "[config]"
   CHECK_THAT(parse_error(R"({"cases": [{"kind": "model", "seq_len": 8, "input": {"stddev": 2}}]})"),
              Contains("$.cases[0].input: a model case draws its own N(0, 1) input"));
 }
+
+TEST_CASE("every shipped config and the README's example parse", "[config]") {
+  const fs::path root = TILEMIX_SOURCE_DIR;
+  int parsed = 0;
+  for (const char* dir : {"configs/bench", "configs/check"}) {
+    for (const auto& entry : fs::directory_iterator(root / dir)) {
+      if (entry.path().extension() != ".json") continue;
+      INFO(entry.path().string());
+      const ExperimentConfig cfg = load_config(entry.path().string());
+      CHECK_FALSE(cfg.cases.empty());
+      ++parsed;
+    }
+  }
+  CHECK(parsed >= 10);
+
+  // The README's config example: the ```json block that follows "## Config format".
+  std::ifstream readme(root / "README.md");
+  REQUIRE(readme);
+  const std::string text((std::istreambuf_iterator<char>(readme)), std::istreambuf_iterator<char>());
+  const size_t section = text.find("## Config format");
+  REQUIRE(section != std::string::npos);
+  const size_t begin = text.find("```json\n", section);
+  REQUIRE(begin != std::string::npos);
+  const size_t end = text.find("```", begin + 8);
+  REQUIRE(end != std::string::npos);
+  const ExperimentConfig example = parse(text.substr(begin + 8, end - begin - 8));
+  CHECK(example.timing.warmup_seconds == 0.02);
+  CHECK(example.cases.size() == 4);  // two cases x two head dimensions
+}

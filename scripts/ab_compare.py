@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Same-run A/B table from `scripts/device_batch.sh run ab` output.
+
+Usage: scripts/ab_compare.py DIR_OR_TGZ [CONFIG]
+
+Reads ab-CONFIG-{base,new}N.json (from a folder or a results.tgz) and prints, per row (case,
+method), every run's median in microseconds and the change of the new build's best median over the
+base's best: the runs alternate base, new, base, new, ... in one session, so the spread between a
+side's runs is the noise to read the change against.
+"""
+import json
+import re
+import sys
+import tarfile
+from collections import defaultdict
+from pathlib import Path
+
+NAME = re.compile(r"ab-(?P<config>.+)-(?P<side>base|new)(?P<rep>\d+)\.json$")
+
+
+def load_runs(source):
+    runs = {}
+    if source.is_dir():
+        for f in source.rglob("ab-*.json"):
+            m = NAME.search(f.name)
+            if m:
+                runs[(m["config"], m["side"], int(m["rep"]))] = json.loads(f.read_text())
+    else:
+        with tarfile.open(source) as tar:
+            for member in tar.getmembers():
+                m = NAME.search(member.name)
+                if m:
+                    runs[(m["config"], m["side"], int(m["rep"]))] = json.load(tar.extractfile(member))
+    return runs
+
+
+def row_key(row):
+    return (row["case"], row["method"])
+
+
+def main():
+    if len(sys.argv) not in (2, 3):
+        sys.exit(__doc__)
+    runs = load_runs(Path(sys.argv[1]))
+    configs = sorted({c for c, _, _ in runs} if len(sys.argv) == 2 else {sys.argv[2]})
+    if not runs:
+        sys.exit(f"no ab-*.json in {sys.argv[1]}")
+    for config in configs:
+        sides = {side: sorted(r for c, s, r in runs if c == config and s == side) for side in ("base", "new")}
+        medians = defaultdict(dict)  # key -> {(side, rep): us}
+        for side, reps in sides.items():
+            for rep in reps:
+                for row in runs[(config, side, rep)]["rows"]:
+                    if row.get("status", "ok") == "ok":
+                        medians[row_key(row)][(side, rep)] = row["median_ms"] * 1e3
+        cols = [(s, r) for s in ("base", "new") for r in sides[s]]
+        base_rev = runs[(config, "base", sides["base"][0])]["provenance"].get("git_sha", "?") if sides["base"] else "?"
+        new_rev = runs[(config, "new", sides["new"][0])]["provenance"].get("git_sha", "?") if sides["new"] else "?"
+        print(f"## {config}: base {base_rev}, new {new_rev} (median us per run)\n")
+        print("| case | method | " + " | ".join(f"{s}{r}" for s, r in cols) + " | new / base |")
+        print("| --- | --- | " + " | ".join("---:" for _ in cols) + " | ---: |")
+        for (case, method), by_run in medians.items():
+            base = [v for (s, _), v in by_run.items() if s == "base"]
+            new = [v for (s, _), v in by_run.items() if s == "new"]
+            change = f"{min(new) / min(base) - 1:+.1%}" if base and new else ""
+            cells = " | ".join(f"{by_run[c]:.1f}" if c in by_run else "" for c in cols)
+            print(f"| {case} | {method} | {cells} | {change} |")
+        print()
+
+
+if __name__ == "__main__":
+    main()
