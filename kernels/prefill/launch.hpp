@@ -25,4 +25,9 @@ struct LaunchShape {
 template <int kHeadDim, ScorePaths kPaths, bool kAccumHalf>
 void launch_prefill(const KernelParams& params, const LaunchShape& shape, void* stream, const std::string& context);
 
+// The wgmma (sm_90a) kernel: whether it has an instance for this configuration, and its launcher.
+bool prefill_sm90_applies(int d, bool accum_half, ScorePaths paths);
+template <ScorePaths kPaths>
+void launch_prefill_sm90(const KernelParams& params, const LaunchShape& shape, void* stream, const std::string& context);
+
 }  // namespace tilemix::gpu

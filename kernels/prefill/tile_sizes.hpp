@@ -52,4 +52,26 @@ struct PrefillConfig {
   static_assert(kWarpRows % 16 == 0, "a warp owns whole m16 slices");
 };
 
+// The wgmma mainloop (sm_90a, d = 128): two warpgroups of 64 query rows (wgmma's M) make the same
+// 128-row query tile, so plans, routing words and the emulator's tile walk are unchanged. Each
+// warpgroup multiplies its rows straight from shared memory (Q, K, V in the 128-byte swizzle),
+// so no fragment is loaded twice and a warp owns 16 rows; one CTA per SM (O 64 + S 32 floats per
+// thread, 112 KB of shared memory for tilemix).
+template <int kHeadDim_>
+struct PrefillConfigSm90 {
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = kPrefillBlockM;
+  static constexpr int kBlockN = kPrefillBlockN;
+  static constexpr int kWarpgroups = 2;
+  static constexpr int kWarps = 4 * kWarpgroups;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kWarpRows = kBlockM / kWarps;  // 16: the warp's slice of a wgmma tile
+  static constexpr int kRowSlices = 1;
+  static constexpr int kKeyFrags = kBlockN / 8;
+  static constexpr int kDimFrags = kHeadDim / 8;
+  static constexpr int kMinBlocksPerSm = 1;
+  static_assert(kHeadDim == 128, "the wgmma mainloop is built for d = 128");
+  static_assert(kBlockM == 64 * kWarpgroups, "a warpgroup owns 64 rows");
+};
+
 }  // namespace tilemix::gpu
