@@ -55,8 +55,10 @@ struct PrefillConfig {
 // The wgmma mainloop (sm_90a, d = 128): two warpgroups of 64 query rows (wgmma's M) make the same
 // 128-row query tile, so plans, routing words and the emulator's tile walk are unchanged. Each
 // warpgroup multiplies its rows straight from shared memory (Q, K, V in the 128-byte swizzle),
-// so no fragment is loaded twice and a warp owns 16 rows; one CTA per SM (O 64 + S 32 floats per
-// thread, 112 KB of shared memory for tilemix).
+// so no fragment is loaded twice and a warp owns 16 rows. Two CTAs per SM: 128 registers per
+// thread (O 64 + S 32 floats) fit without spills, and 2 x (112 KB + 1 KB alignment slack + 1 KB
+// reserved) is exactly the SM's 228 KB for tilemix; 16 warps instead of 8 were 17-28% faster on
+// an H200 (results/h200/experiments/prefill-v2-two-ctas-ab.json).
 template <int kHeadDim_>
 struct PrefillConfigSm90 {
   static constexpr int kHeadDim = kHeadDim_;
@@ -69,7 +71,7 @@ struct PrefillConfigSm90 {
   static constexpr int kRowSlices = 1;
   static constexpr int kKeyFrags = kBlockN / 8;
   static constexpr int kDimFrags = kHeadDim / 8;
-  static constexpr int kMinBlocksPerSm = 1;
+  static constexpr int kMinBlocksPerSm = 2;
   static_assert(kHeadDim == 128, "the wgmma mainloop is built for d = 128");
   static_assert(kBlockM == 64 * kWarpgroups, "a warpgroup owns 64 rows");
 };
