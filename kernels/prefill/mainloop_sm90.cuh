@@ -176,7 +176,7 @@ struct MainloopSm90 {
 
       float alpha[Softmax::kRows];
       softmax.update(s, p.fp16_state, alpha);
-      o.rescale(alpha);
+      if (Softmax::any_moved(alpha)) o.rescale(alpha);
 
       // O += fp16(P) V: the k16 step kk covers keys 16 kk .. 16 kk + 15, score fragments 2 kk and
       // 2 kk + 1, which are the A fragment of that step.

@@ -23,16 +23,6 @@ __device__ __forceinline__ float exp2_approx(float x) {
 
 __device__ __forceinline__ float round_to_half(float x) { return __half2float(__float2half_rn(x)); }
 
-// Sum / max over the 4 threads of a quad, which together hold one row of a fragment.
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
-
 // Row state of the rows a thread holds: two per m16 slice (lane/4 and lane/4 + 8). Every thread of
 // a quad keeps the full-row values.
 template <int kRowSlices, int kKeyFrags>
@@ -49,39 +39,78 @@ struct OnlineSoftmax {
     }
   }
 
-  // Turns the scores of one key tile into p (fp32, in place) and returns each row's alpha.
+  // Turns the scores of one key tile into p (fp32, in place) and returns each row's alpha. All of
+  // the thread's rows go through each step together, maxima and sums as trees: short dependent
+  // chains that interleave (a maximum is exact in any order; the fp32 sums change by rounding
+  // noise only, far below the fp16 output's ulp).
   __device__ __forceinline__ void update(float (&s)[kRowSlices][kKeyFrags][4], bool fp16_state,
                                          float (&alpha)[kRows]) {
+    float tile_max[kRows], sum[kRows], ref[kRows];
 #pragma unroll
-    for (int mi = 0; mi < kRowSlices; ++mi) {
+    for (int r = 0; r < kRows; ++r) {
+      const int mi = r / 2, e0 = (r % 2) * 2;
+      float m[kKeyFrags];
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int r = mi * 2 + half;
-        float tile_max = -INFINITY;
+      for (int ni = 0; ni < kKeyFrags; ++ni) m[ni] = fmaxf(s[mi][ni][e0], s[mi][ni][e0 + 1]);
 #pragma unroll
-        for (int ni = 0; ni < kKeyFrags; ++ni) {
-          tile_max = fmaxf(tile_max, fmaxf(s[mi][ni][half * 2], s[mi][ni][half * 2 + 1]));
-        }
-        float m_new = fmaxf(row_max[r], quad_max(tile_max));
-        if (fp16_state) m_new = round_to_half(m_new);
-        const float ref = m_new == -INFINITY ? 0.0f : m_new;
-        alpha[r] = exp2_approx(__fsub_rn(row_max[r], ref));
-        float sum = 0.0f;
+      for (int width = kKeyFrags / 2; width >= 1; width /= 2) {
 #pragma unroll
-        for (int ni = 0; ni < kKeyFrags; ++ni) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float& x = s[mi][ni][half * 2 + e];
-            x = exp2_approx(__fsub_rn(x, ref));
-            sum = __fadd_rn(sum, x);
-          }
-        }
-        float l = __fadd_rn(__fmul_rn(row_sum[r], alpha[r]), quad_sum(sum));
-        if (fp16_state) l = round_to_half(l);
-        row_sum[r] = l;
-        row_max[r] = m_new;
+        for (int ni = 0; ni < width; ++ni) m[ni] = fmaxf(m[ni], m[ni + width]);
       }
+      tile_max[r] = m[0];
     }
+#pragma unroll
+    for (int lanes = 1; lanes <= 2; lanes *= 2) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], lanes));
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      float m_new = fmaxf(row_max[r], tile_max[r]);
+      if (fp16_state) m_new = round_to_half(m_new);
+      ref[r] = m_new == -INFINITY ? 0.0f : m_new;
+      alpha[r] = exp2_approx(__fsub_rn(row_max[r], ref[r]));
+      row_max[r] = m_new;
+    }
+#pragma unroll
+    for (int mi = 0; mi < kRowSlices; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < kKeyFrags; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mi][ni][e] = exp2_approx(__fsub_rn(s[mi][ni][e], ref[mi * 2 + e / 2]));
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int mi = r / 2, e0 = (r % 2) * 2;
+      float t[kKeyFrags];
+#pragma unroll
+      for (int ni = 0; ni < kKeyFrags; ++ni) t[ni] = __fadd_rn(s[mi][ni][e0], s[mi][ni][e0 + 1]);
+#pragma unroll
+      for (int width = kKeyFrags / 2; width >= 1; width /= 2) {
+#pragma unroll
+        for (int ni = 0; ni < width; ++ni) t[ni] = __fadd_rn(t[ni], t[ni + width]);
+      }
+      sum[r] = t[0];
+    }
+#pragma unroll
+    for (int lanes = 1; lanes <= 2; lanes *= 2) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) sum[r] = __fadd_rn(sum[r], __shfl_xor_sync(0xffffffffu, sum[r], lanes));
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      float l = __fadd_rn(__fmul_rn(row_sum[r], alpha[r]), sum[r]);
+      if (fp16_state) l = round_to_half(l);
+      row_sum[r] = l;
+    }
+  }
+
+  // Whether some row of the warp moved its maximum this tile (alpha != 1): otherwise O * alpha
+  // is O and the rescale can be skipped.
+  __device__ __forceinline__ static bool any_moved(const float (&alpha)[kRows]) {
+    bool moved = false;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) moved = moved || alpha[r] != 1.0f;
+    return __any_sync(0xffffffffu, moved);
   }
 };
 
