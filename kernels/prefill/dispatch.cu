@@ -100,15 +100,16 @@ void launch(const PrefillParams& p, void* stream, const std::string& context) {
   const KernelParams k = kernel_params(p);
   const LaunchShape shape = launch_shape(p);
   const bool accum_half = p.numerics.accum == AccumPrecision::fp16;
-  if constexpr (kPaths != ScorePaths::routed_on_the_fly) {
-    if (prefill_sm90_applies(p.d, accum_half, kPaths)) return launch_prefill_sm90<kPaths>(k, shape, stream, context);
-  }
   if (p.d == 64) {
     accum_half ? launch_prefill<64, kPaths, true>(k, shape, stream, context)
                : launch_prefill<64, kPaths, false>(k, shape, stream, context);
+  } else if (accum_half) {
+    launch_prefill<128, kPaths, true>(k, shape, stream, context);
+  } else if constexpr (kPaths == ScorePaths::routed_on_the_fly) {
+    launch_prefill<128, kPaths, false>(k, shape, stream, context);
   } else {
-    accum_half ? launch_prefill<128, kPaths, true>(k, shape, stream, context)
-               : launch_prefill<128, kPaths, false>(k, shape, stream, context);
+    // d = 128, fp32 P V accumulation, FP16 or quantize_once scores: the wgmma (sm_90a) kernel.
+    launch_prefill_sm90<kPaths>(k, shape, stream, context);
   }
 }
 

@@ -1,10 +1,9 @@
-// Compiled instances: head dimension 128, ScorePaths::fp16, fp32 and fp16 PV accumulation.
+// Compiled instance: head dimension 128, ScorePaths::fp16, fp16 PV accumulation (with fp32
+// accumulation this configuration runs the wgmma kernel, prefill_kernel_sm90.cu).
 #include "kernels/prefill/prefill_kernel.cuh"
 
 namespace tilemix::gpu {
 
-template void launch_prefill<128, ScorePaths::fp16, false>(const KernelParams&, const LaunchShape&, void*,
-                                                          const std::string&);
 template void launch_prefill<128, ScorePaths::fp16, true>(const KernelParams&, const LaunchShape&, void*,
                                                          const std::string&);
 

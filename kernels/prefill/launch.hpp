@@ -25,8 +25,8 @@ struct LaunchShape {
 template <int kHeadDim, ScorePaths kPaths, bool kAccumHalf>
 void launch_prefill(const KernelParams& params, const LaunchShape& shape, void* stream, const std::string& context);
 
-// The wgmma (sm_90a) kernel: whether it has an instance for this configuration, and its launcher.
-bool prefill_sm90_applies(int d, bool accum_half, ScorePaths paths);
+// The wgmma (sm_90a) kernel, for d = 128, fp32 P V accumulation, fp16 and routed_quantize_once
+// scores (the sm_80 kernel has no instance of those).
 template <ScorePaths kPaths>
 void launch_prefill_sm90(const KernelParams& params, const LaunchShape& shape, void* stream, const std::string& context);
 

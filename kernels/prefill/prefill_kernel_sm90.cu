@@ -35,10 +35,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 
 }  // namespace
 
-bool prefill_sm90_applies(int d, bool accum_half, ScorePaths paths) {
-  return d == 128 && !accum_half && paths != ScorePaths::routed_on_the_fly;
-}
-
 template <ScorePaths kPaths>
 void launch_prefill_sm90(const KernelParams& params, const LaunchShape& shape, void* stream,
                          const std::string& context) {
