@@ -119,4 +119,36 @@ __device__ __forceinline__ void wgmma_m64n128k16_f16_rs(float (&d)[64], const ui
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
 }
 
+// The MMA sequences the attention kernels issue per 64-key tile (fenced, issued and committed;
+// the caller waits with wgmma_wait_all when it needs the result).
+// S(64 x 64, s32) = Q8 K8^T over 128 INT8 channels: 4 k32 steps inside one 128-byte row.
+__device__ __forceinline__ void wgmma_scores_s8_d128(int (&s)[32], uint64_t q8_desc, uint64_t k8_desc) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k32_s8(s, desc_advance(q8_desc, 32 * kk), desc_advance(k8_desc, 32 * kk), kk);
+  wgmma_commit();
+}
+// S(64 x 64, f32) = Q K^T over 128 FP16 channels: 8 k16 steps, two 64-channel blocks per operand
+// (`q_block_bytes` / `k_block_bytes` apart).
+__device__ __forceinline__ void wgmma_scores_f16_d128(float (&s)[32], uint64_t q_desc, uint32_t q_block_bytes,
+                                                      uint64_t k_desc, uint32_t k_block_bytes) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    const uint32_t in_block = 32 * (kk % 4);
+    wgmma_m64n64k16_f16(s, desc_advance(q_desc, (kk / 4) * q_block_bytes + in_block),
+                        desc_advance(k_desc, (kk / 4) * k_block_bytes + in_block), kk);
+  }
+  wgmma_commit();
+}
+// O(64 x 128, f32) += P V over 64 keys: 4 k16 steps, P as the A fragments a[kk] (keys 16 kk ..
+// 16 kk + 15), V MN-major (`v_desc` from sw128_desc_mn).
+__device__ __forceinline__ void wgmma_pv_k64(float (&o)[64], const uint32_t (&a)[4][4], uint64_t v_desc) {
+  wgmma_fence_operands(o);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) wgmma_m64n128k16_f16_rs(o, a[kk], desc_advance(v_desc, 2048 * kk));
+  wgmma_commit();
+}
+
 }  // namespace tilemix::gpu

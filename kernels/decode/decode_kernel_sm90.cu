@@ -222,12 +222,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
       uint4 v_codes[kCodeItems];
       if constexpr (kInt8Route) {
         int acc[32];
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < D / 32; ++kk) {
-          wgmma_m64n64k32_s8(acc, desc_advance(q8_desc, 32 * kk), desc_advance(k_desc, 32 * kk), kk);
-        }
-        wgmma_commit();
+        wgmma_scores_s8_d128(acc, q8_desc, k_desc);
         load_code_items(v8_ptr, tid, v_codes);
         wgmma_wait_all();
         wgmma_fence_operands(acc);
@@ -243,13 +238,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
         store_half_items(smem + stage * Smem::kStageBytes, tid, k_codes);
         fence_proxy_async_shared();
         __syncthreads();
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-          const uint32_t step = (kk / 4) * Smem::kHalfBlock + 32 * (kk % 4);
-          wgmma_m64n64k16_f16(x, desc_advance(q16_desc, step), desc_advance(k_desc, step), kk);
-        }
-        wgmma_commit();
+        wgmma_scores_f16_d128(x, q16_desc, Smem::kHalfBlock, k_desc, Smem::kHalfBlock);
         store_half_items(smem + Smem::kV16, tid, v_codes);
         wgmma_wait_all();
         wgmma_fence_operands(x);
@@ -275,12 +264,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
         float m[8];
 #pragma unroll
         for (int j = 0; j < 8; ++j) m[j] = fmaxf(x[4 * j + 2 * h], x[4 * j + 2 * h + 1]);
-#pragma unroll
-        for (int width = 4; width >= 1; width /= 2) {
-#pragma unroll
-          for (int j = 0; j < width; ++j) m[j] = fmaxf(m[j], m[j + width]);
-        }
-        x_max[h] = m[0];
+        x_max[h] = tree_reduce(m, [](float a, float b) { return fmaxf(a, b); });
       }
 #pragma unroll
       for (int lanes = 1; lanes <= 2; lanes *= 2) {
@@ -327,11 +311,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
       }
       fence_proxy_async_shared();  // P V reads every thread's V
       __syncthreads();
-      wgmma_fence_operands(o);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) wgmma_m64n128k16_f16_rs(o, a[kk], desc_advance(v_desc, 2048 * kk));
-      wgmma_commit();
+      wgmma_pv_k64(o, a, v_desc);
       wgmma_wait_all();
       wgmma_fence_operands(o);
     };

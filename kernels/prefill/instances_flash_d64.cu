@@ -1,5 +1,5 @@
 // Compiled instances: head dimension 64, ScorePaths::fp16, fp32 and fp16 PV accumulation.
-#include "kernels/prefill/prefill_kernel.cuh"
+#include "kernels/prefill/instances_sm80.cuh"
 
 namespace tilemix::gpu {
 

@@ -1,6 +1,6 @@
 // Compiled instance: head dimension 128, ScorePaths::routed_quantize_once, fp16 PV accumulation (with fp32
 // accumulation this configuration runs the wgmma kernel, prefill_kernel_sm90.cu).
-#include "kernels/prefill/prefill_kernel.cuh"
+#include "kernels/prefill/instances_sm80.cuh"
 
 namespace tilemix::gpu {
 

@@ -28,6 +28,7 @@ template <class Cfg, ScorePaths kPaths>
 struct MainloopSm80 {
   static constexpr bool kRouted = kPaths != ScorePaths::fp16;
   static constexpr bool kOnTheFly = kPaths == ScorePaths::routed_on_the_fly;
+  static constexpr const char* kLaunchName = "launch of prefill_kernel (sm_80 mainloop)";
   using Smem = PrefillSmem<Cfg, kRouted>;
   using Softmax = OnlineSoftmax<Cfg::kRowSlices, Cfg::kKeyFrags>;
   using Scores = float[Cfg::kRowSlices][Cfg::kKeyFrags][4];
@@ -169,21 +170,13 @@ struct MainloopSm80 {
     const uint32_t k8_lane = smem_base + Smem::k(0) + Smem::K8Tile::offset(b_row(lane), b_chunk(lane));
     const uint32_t v_lane = smem_base + Smem::v(0) + Smem::VTile::offset(vt_row(lane), vt_chunk(lane));
 
-    // Element offsets of this CTA's head in Q and K/V (64-bit: total * heads * d may pass 2^31).
-    const int64_t q_first = blk.q_token0<Cfg::kBlockM>(p) * p.hq * D + static_cast<int64_t>(blk.h) * D;
-    const int64_t k_first = blk.k_token0(p) * p.hk * D + static_cast<int64_t>(blk.kv_head) * D;
+    const int64_t q_first = blk.q_first<Cfg::kBlockM>(p, D), k_first = blk.k_first(p, D);
 
-    // Routing word of (KV head, query tile), loaded once: key tile n is INT8 when bit n / g is
-    // set. Tiles are issued in ascending order, so TileRoutes reads the bits without dividing.
-    uint64_t route_word = 0;
-    int group = 1;
-    bool needs_q8 = false;  // some executed key tile is INT8-routed
-    if constexpr (kRouted) {
-      route_word = p.words[static_cast<int64_t>(blk.kv_head) * p.total_query_tiles + p.tile_offset[blk.b] + blk.m];
-      group = p.group[blk.b];
-      needs_q8 = any_int8_tile(route_word, group, 0, blk.key_tiles);
-    }
-    TileRoutes routes(route_word, group, 0);
+    // Routing word of (KV head, query tile), loaded once. Tiles are issued in ascending order,
+    // so TileRoutes reads the bits without dividing.
+    const CtaRoute route = cta_route<kRouted>(p, blk);
+    const bool needs_q8 = route.needs_q8;
+    TileRoutes routes(route.word, route.group, 0);
 
     // Issues the copies of key tile n into `stage` as two groups (K or K8, then V), so that the
     // scores can start before V has landed. Inside the loop the copy addresses are derived from a

@@ -55,6 +55,7 @@ template <class Cfg, ScorePaths kPaths>
 struct MainloopSm90 {
   static_assert(kPaths != ScorePaths::routed_on_the_fly, "on_the_fly runs the sm_80 mainloop");
   static constexpr bool kRouted = kPaths != ScorePaths::fp16;
+  static constexpr const char* kLaunchName = "launch of prefill_kernel (wgmma mainloop)";
   using Smem = PrefillSmemSm90<Cfg, kRouted>;
   using Softmax = OnlineSoftmax<Cfg::kRowSlices, Cfg::kKeyFrags>;
   using Scores = float[Cfg::kRowSlices][Cfg::kKeyFrags][4];
@@ -81,18 +82,11 @@ struct MainloopSm90 {
     const int wg_row0 = (warp / 4) * 64;  // this warpgroup's first row of the tile
     const uint32_t base = smem_address(smem);
 
-    const int64_t q_first = blk.q_token0<Cfg::kBlockM>(p) * p.hq * D + static_cast<int64_t>(blk.h) * D;
-    const int64_t k_first = blk.k_token0(p) * p.hk * D + static_cast<int64_t>(blk.kv_head) * D;
+    const int64_t q_first = blk.q_first<Cfg::kBlockM>(p, D), k_first = blk.k_first(p, D);
 
-    uint64_t route_word = 0;
-    int group = 1;
-    bool needs_q8 = false;
-    if constexpr (kRouted) {
-      route_word = p.words[static_cast<int64_t>(blk.kv_head) * p.total_query_tiles + p.tile_offset[blk.b] + blk.m];
-      group = p.group[blk.b];
-      needs_q8 = any_int8_tile(route_word, group, 0, blk.key_tiles);
-    }
-    TileRoutes routes(route_word, group, 0);
+    const CtaRoute route = cta_route<kRouted>(p, blk);
+    const bool needs_q8 = route.needs_q8;
+    TileRoutes routes(route.word, route.group, 0);
 
     // Key tile n into `stage`: K8 (quantize_once, INT8 route) or K, and V, as one copy group. Its
     // route and K scale wait in next_int8 / next_k_scale for the iteration that computes it.
@@ -147,26 +141,14 @@ struct MainloopSm90 {
       const uint64_t k_desc = sw128_desc(base + Smem::k(stage));
       if (kRouted && int8_tile) {
         int acc[32];
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < D / 32; ++kk) {
-          wgmma_m64n64k32_s8(acc, desc_advance(q8_desc, 32 * kk), desc_advance(k_desc, 32 * kk), kk);
-        }
-        wgmma_commit();
+        wgmma_scores_s8_d128(acc, q8_desc, k_desc);
         wgmma_wait_all();
         wgmma_fence_operands(acc);
         // s = (fp32(C) * (scale_q * scale_log2)) * scale_k, as MainloopSm80.
 #pragma unroll
         for (int i = 0; i < 32; ++i) x[i] = __fmul_rn(__fmul_rn(__int2float_rn(acc[i]), q_factor), k_scale);
       } else {
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-          const uint32_t in_block = 32 * (kk % 4);
-          wgmma_m64n64k16_f16(x, desc_advance(q_desc, (kk / 4) * Smem::kQBlockBytes + in_block),
-                              desc_advance(k_desc, (kk / 4) * Smem::kKBlockBytes + in_block), kk);
-        }
-        wgmma_commit();
+        wgmma_scores_f16_d128(x, q_desc, Smem::kQBlockBytes, k_desc, Smem::kKBlockBytes);
         wgmma_wait_all();
         wgmma_fence_operands(x);
 #pragma unroll
@@ -189,13 +171,7 @@ struct MainloopSm90 {
         a[kk][3] = pack_half2(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
       }
       const uint64_t v_desc = sw128_desc_mn(base + Smem::v(stage), Smem::kKBlockBytes);
-      wgmma_fence_operands(acc_o);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
-        wgmma_m64n128k16_f16_rs(acc_o, a[kk], desc_advance(v_desc, 2048 * kk));
-      }
-      wgmma_commit();
+      wgmma_pv_k64(acc_o, a, v_desc);
       wgmma_wait_all();
       wgmma_fence_operands(acc_o);
       if (p.fp16_state) o.round_to_half_state();

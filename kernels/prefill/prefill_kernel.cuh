@@ -1,6 +1,7 @@
 #pragma once
 // The prefill kernel: one CTA per (query tile, query head, sequence). Composition only: block
-// info, the mainloop (sm_80 mma.sync here), the epilogue. Included by the instance files.
+// info, a mainloop (MainloopSm80: mma.sync; MainloopSm90: wgmma), the epilogue. Included by the
+// instance files.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -9,18 +10,16 @@
 #include "kernels/prefill/accumulator.cuh"
 #include "kernels/prefill/epilogue.cuh"
 #include "kernels/prefill/launch.hpp"
-#include "kernels/prefill/mainloop_sm80.cuh"
 #include "kernels/prefill/params.cuh"
 #include "kernels/prefill/tile_sizes.hpp"
 
 namespace tilemix::gpu {
 
-template <class Cfg, ScorePaths kPaths, bool kAccumHalf>
+template <class Cfg, class Mainloop, bool kAccumHalf>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     prefill_kernel(const __grid_constant__ KernelParams p) {
-  using Mainloop = MainloopSm80<Cfg, kPaths>;
   extern __shared__ __align__(128) char smem_raw[];
-  char* smem = PrefillSmem<Cfg, Mainloop::kRouted>::align(smem_raw);
+  char* smem = Mainloop::Smem::align(smem_raw);
   BlockInfo blk;
   if (!blk.template init<Cfg::kBlockM, Cfg::kBlockN>(p)) return;
   typename Mainloop::Softmax softmax;
@@ -33,11 +32,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   Epilogue<Cfg, Mainloop::kRouted>::store(p, blk, softmax, o, smem);
 }
 
-template <int kHeadDim, ScorePaths kPaths, bool kAccumHalf>
-void launch_prefill(const KernelParams& params, const LaunchShape& shape, void* stream, const std::string& context) {
-  using Cfg = PrefillConfig<kHeadDim>;
-  constexpr int kSmemBytes = PrefillSmem<Cfg, kPaths != ScorePaths::fp16>::kAllocBytes;
-  const auto kernel = prefill_kernel<Cfg, kPaths, kAccumHalf>;
+template <class Cfg, class Mainloop, bool kAccumHalf>
+void launch_prefill_kernel(const KernelParams& params, const LaunchShape& shape, void* stream,
+                           const std::string& context) {
+  constexpr int kSmemBytes = Mainloop::Smem::kAllocBytes;
+  const auto kernel = prefill_kernel<Cfg, Mainloop, kAccumHalf>;
   TILEMIX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes), context);
   // Ask for the largest shared-memory carveout so that kMinBlocksPerSm CTAs fit on an SM.
   TILEMIX_CUDA_CHECK(
@@ -46,8 +45,9 @@ void launch_prefill(const KernelParams& params, const LaunchShape& shape, void* 
   const dim3 grid(static_cast<unsigned>(shape.query_tiles), static_cast<unsigned>(shape.heads),
                   static_cast<unsigned>(shape.batch));
   kernel<<<grid, Cfg::kThreads, kSmemBytes, static_cast<cudaStream_t>(stream)>>>(params);
-  TILEMIX_LAUNCH_CHECK("prefill_kernel", context + " grid=(" + std::to_string(grid.x) + "," + std::to_string(grid.y) +
-                                             "," + std::to_string(grid.z) + ") smem=" + std::to_string(kSmemBytes));
+  cuda_check(cudaGetLastError(), Mainloop::kLaunchName,
+             context + " grid=(" + std::to_string(grid.x) + "," + std::to_string(grid.y) + "," +
+                 std::to_string(grid.z) + ") smem=" + std::to_string(kSmemBytes));
 }
 
 }  // namespace tilemix::gpu

@@ -23,6 +23,29 @@ __device__ __forceinline__ float exp2_approx(float x) {
 
 __device__ __forceinline__ float round_to_half(float x) { return __half2float(__float2half_rn(x)); }
 
+// op over v[0 .. N-1] as a tree of depth log2(N) (N a power of two); v is overwritten.
+template <int N, class Op>
+__device__ __forceinline__ float tree_reduce(float (&v)[N], Op op) {
+  static_assert((N & (N - 1)) == 0, "a power of two");
+#pragma unroll
+  for (int width = N / 2; width >= 1; width /= 2) {
+#pragma unroll
+    for (int i = 0; i < width; ++i) v[i] = op(v[i], v[i + width]);
+  }
+  return v[0];
+}
+
+// op of each v[i] over the 4 lanes of a quad (the lanes that hold one row of an MMA fragment),
+// all entries interleaved.
+template <int N, class Op>
+__device__ __forceinline__ void quad_reduce(float (&v)[N], Op op) {
+#pragma unroll
+  for (int lanes = 1; lanes <= 2; lanes *= 2) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = op(v[i], __shfl_xor_sync(0xffffffffu, v[i], lanes));
+  }
+}
+
 // Row state of the rows a thread holds: two per m16 slice (lane/4 and lane/4 + 8). Every thread of
 // a quad keeps the full-row values.
 template <int kRowSlices, int kKeyFrags>
@@ -52,18 +75,9 @@ struct OnlineSoftmax {
       float m[kKeyFrags];
 #pragma unroll
       for (int ni = 0; ni < kKeyFrags; ++ni) m[ni] = fmaxf(s[mi][ni][e0], s[mi][ni][e0 + 1]);
-#pragma unroll
-      for (int width = kKeyFrags / 2; width >= 1; width /= 2) {
-#pragma unroll
-        for (int ni = 0; ni < width; ++ni) m[ni] = fmaxf(m[ni], m[ni + width]);
-      }
-      tile_max[r] = m[0];
+      tile_max[r] = tree_reduce(m, [](float a, float b) { return fmaxf(a, b); });
     }
-#pragma unroll
-    for (int lanes = 1; lanes <= 2; lanes *= 2) {
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], lanes));
-    }
+    quad_reduce(tile_max, [](float a, float b) { return fmaxf(a, b); });
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       float m_new = fmaxf(row_max[r], tile_max[r]);
@@ -84,18 +98,9 @@ struct OnlineSoftmax {
       float t[kKeyFrags];
 #pragma unroll
       for (int ni = 0; ni < kKeyFrags; ++ni) t[ni] = __fadd_rn(s[mi][ni][e0], s[mi][ni][e0 + 1]);
-#pragma unroll
-      for (int width = kKeyFrags / 2; width >= 1; width /= 2) {
-#pragma unroll
-        for (int ni = 0; ni < width; ++ni) t[ni] = __fadd_rn(t[ni], t[ni + width]);
-      }
-      sum[r] = t[0];
+      sum[r] = tree_reduce(t, [](float a, float b) { return __fadd_rn(a, b); });
     }
-#pragma unroll
-    for (int lanes = 1; lanes <= 2; lanes *= 2) {
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) sum[r] = __fadd_rn(sum[r], __shfl_xor_sync(0xffffffffu, sum[r], lanes));
-    }
+    quad_reduce(sum, [](float a, float b) { return __fadd_rn(a, b); });
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       float l = __fadd_rn(__fmul_rn(row_sum[r], alpha[r]), sum[r]);
