@@ -12,10 +12,12 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/common/copy.cuh"
 #include "kernels/common/tile_routes.cuh"
 #include "kernels/common/wgmma.cuh"
+#include "kernels/prefill/accumulator.cuh"
 #include "kernels/prefill/launch.hpp"
 #include "kernels/prefill/mask.cuh"
 #include "kernels/prefill/params.cuh"
@@ -77,6 +79,7 @@ struct MainloopSm90 {
   template <class Acc>
   __device__ __forceinline__ static void run(const KernelParams& p, const BlockInfo& blk, char* smem, Softmax& softmax,
                                              Acc& o) {
+    static_assert(std::is_same_v<Acc, OutputAccumulator<Cfg, false>>, "O is the fp32 wgmma accumulator");
     constexpr int D = Cfg::kHeadDim;
     const int tid = threadIdx.x, warp = tid >> 5;
     const int wg_row0 = (warp / 4) * 64;  // this warpgroup's first row of the tile
