@@ -87,9 +87,15 @@ struct MainloopSm90 {
 
     const int64_t q_first = blk.q_first<Cfg::kBlockM>(p, D), k_first = blk.k_first(p, D);
 
-    const CtaRoute route = cta_route<kRouted>(p, blk);
-    const bool needs_q8 = route.needs_q8;
-    TileRoutes routes(route.word, route.group, 0);
+    uint64_t route_word = 0;
+    int group = 1;
+    bool needs_q8 = false;  // some executed key tile is INT8-routed
+    if constexpr (kRouted) {
+      route_word = p.words[static_cast<int64_t>(blk.kv_head) * p.total_query_tiles + p.tile_offset[blk.b] + blk.m];
+      group = p.group[blk.b];
+      needs_q8 = any_int8_tile(route_word, group, 0, blk.key_tiles);
+    }
+    TileRoutes routes(route_word, group, 0);
 
     // Key tile n into `stage`: K8 (quantize_once, INT8 route) or K, and V, as one copy group. Its
     // route and K scale wait in next_int8 / next_k_scale for the iteration that computes it.

@@ -6,8 +6,6 @@
 
 #include <cstdint>
 
-#include "kernels/common/tile_routes.cuh"
-
 namespace tilemix::gpu {
 
 struct KernelParams {
@@ -88,23 +86,5 @@ struct BlockInfo {
     return k_token0(p) * p.hk * d + static_cast<int64_t>(kv_head) * d;
   }
 };
-
-// The routing of a CTA's (KV head, query tile): key tile n is INT8 when bit n / group of `word`
-// is set; needs_q8 when some key tile the CTA computes is.
-struct CtaRoute {
-  uint64_t word = 0;
-  int group = 1;
-  bool needs_q8 = false;
-};
-template <bool kRouted>
-__device__ __forceinline__ CtaRoute cta_route(const KernelParams& p, const BlockInfo& blk) {
-  CtaRoute r;
-  if constexpr (kRouted) {
-    r.word = p.words[static_cast<int64_t>(blk.kv_head) * p.total_query_tiles + p.tile_offset[blk.b] + blk.m];
-    r.group = p.group[blk.b];
-    r.needs_q8 = any_int8_tile(r.word, r.group, 0, blk.key_tiles);
-  }
-  return r;
-}
 
 }  // namespace tilemix::gpu
