@@ -34,6 +34,7 @@ stage_ab() {
   (cd "$tree" && BUILD_DIR=../build scripts/setup.sh -DTILEMIX_CUDA=ON >&2)
   cp build-ab/build/apps/tilemix-bench "$stage_dir"/tilemix-bench-base
   git rev-parse --short "$rev" > "$stage_dir"/base-rev
+  git worktree remove --force "$tree"  # the build folder stays for the next stage-ab
   du -sh "$stage_dir"
 }
 
