@@ -20,9 +20,11 @@ static_assert(kDecodeBlockN == kBlockK, "a decode key tile is one cache scale bl
 enum class DecodeCache { int8, fp16 };
 
 // The wgmma kernel: one warpgroup, the CTA's rows padded to the 64 rows of a wgmma tile, d = 128.
-// Two stages (one 16 KB tile in flight while one is computed) and the FP16 K written over its own
-// stage keep shared memory at 72 KB, so three CTAs (12 warps) share a multiprocessor: the kernel
-// is bound by the latency of its per-tile chain (conversion, MMA, softmax), which more warps hide.
+// Two stages (a tile's successor is issued under its P V, so one or two 16 KB tiles are in flight
+// while one is computed) and the FP16 K written over its own stage keep shared memory at 72 KB, so
+// three CTAs (12 warps) share a multiprocessor: the kernel is bound by the latency of its per-tile
+// chain (conversion, MMA, softmax), which more warps hide. Three or four stages with two CTAs per
+// SM (88 or 104 KB) measured 3-10% slower at 16k x 8 (docs/perf-notes.md, decode v9).
 inline constexpr int kDecodeWgmmaRows = 64;
 inline constexpr int kDecodeWgmmaDim = 128;
 inline constexpr int kDecodeWgmmaStages = 2;

@@ -7,8 +7,8 @@
 // tile; docs/perf-notes.md).
 //
 // Query rows r = token r / heads of head r % heads, padded with zero rows to 64. Per key tile:
-//   1. wait for the tile, barrier, issue the tile kStages - 1 ahead (cp.async, the K8 and V8
-//      tiles land K-major with the 128-byte swizzle, which is wgmma's operand layout);
+//   1. wait for the tile, barrier (cp.async, the K8 and V8 tiles land K-major with the 128-byte
+//      swizzle, which is wgmma's operand layout; the prologue fills every stage);
 //   2. S = Q8 K8^T (wgmma s8, x = float(C), f = (q_scale * scale_log2) * k_scale) or, K8
 //      converted into FP16 K over the tile's own stage first, S = Q K^T on the FP16 codes
 //      (x = acc, f = k_scale * scale_log2); s = x * f. Each route is its own straight-line
@@ -18,7 +18,8 @@
 //      under the FP16 score MMA;
 //   4. no score past the sequence or the causal limit; row maxima of x within the quad of lanes
 //      that holds a row, times f; p = exp2(fma(x, f, -m)); O rescaled when a maximum moved;
-//   5. O += P V: P times the V block scale rounded to FP16, straight from the score registers.
+//   5. O += P V: P times the V block scale rounded to FP16, straight from the score registers;
+//      under it the tile kStages ahead is issued into the stage this one leaves.
 // Epilogue: o = fp16(O / l) and LSE, or (m, l, O) of a split for the combine kernel.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -126,7 +127,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     tiles.issue_next(k_dst, k_dst + Smem::kTileBytes, base + Smem::kScales + stage * 8);
   };
 #pragma unroll
-  for (int i = 0; i < kStages - 1; ++i) {
+  for (int i = 0; i < kStages; ++i) {
     if (blk.tile_begin + i < blk.tile_end) issue(i);
     cp_async_commit();
   }
@@ -197,11 +198,9 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
 
   int stage = 0;
   for (int t = blk.tile_begin; t < blk.tile_end; ++t) {
-    cp_async_wait<kStages - 2>();
+    cp_async_wait<kStages - 1>();
     fence_proxy_async_shared();  // the landed K8 tile (and Q, K, V writes) reach wgmma's reads
     __syncthreads();
-    if (t + kStages - 1 < blk.tile_end) issue(stage == 0 ? kStages - 1 : stage - 1);
-    cp_async_commit();
 
     const uint64_t k_desc = sw128_desc(base + stage * Smem::kStageBytes);
     const char* k8_ptr = smem + stage * Smem::kStageBytes;
@@ -312,6 +311,10 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
       fence_proxy_async_shared();  // P V reads every thread's V
       __syncthreads();
       wgmma_pv_k64(o, a, v_desc);
+      // Past that barrier no thread reads this stage again: the tile kStages ahead goes into it
+      // under P V, half an iteration earlier than at the top of the next one.
+      if (t + kStages < blk.tile_end) issue(stage);
+      cp_async_commit();
       wgmma_wait_all();
       wgmma_fence_operands(o);
     };
