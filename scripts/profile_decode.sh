@@ -17,13 +17,14 @@ cat > "$config" <<JSON
   "input": {"kind": "gaussian", "seed": 1}},
  "cases": [{"name": "profile", "cache_len": ${CACHE_LEN:-16384}, "batch": ${BATCH:-8}}],
  "axes": {"layout": ["${LAYOUT:-one}"]},
- "timing": {"warmup": 0, "min_reps": 1, "max_reps": 1, "max_seconds": 1.0, "noise": 1.0, "flush_l2": false}}
+ "timing": {"warmup": 0, "warmup_seconds": 1e-6, "min_reps": 1, "max_reps": 1, "max_seconds": 1.0, "noise": 1.0,
+            "flush_l2": false}}
 JSON
 tokens=("$@")
 ((${#tokens[@]})) || tokens=(16 4)
 for n in "${tokens[@]}"; do
   report=$(mktemp -u)
-  "$ncu" --kernel-name-base demangled -k regex:decode --launch-count 4 --set full --import-source no -f -o "$report" \
+  "$ncu" --kernel-name-base demangled -k regex:decode --launch-count 8 --set full --import-source no -f -o "$report" \
     .device-bin/tilemix-bench --config "$config" --device gpu --set new_tokens="$n" --format md > "$out/ncu$n.log" 2>&1 \
     || tail -5 "$out/ncu$n.log"
   "$ncu" --import "$report.ncu-rep" --page details > "$out/details$n.txt" 2>&1
