@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Source-level ncu profile of the decode kernels at one bar shape, on the GPU machine after
-# `scripts/device_batch.sh stage` (from the repository root): for each number of new tokens, one
-# launch of each decode kernel (FP16 cache, INT8 cache with layout LAYOUT, the combine), the
-# details page and the per-instruction SASS page (executed instructions, stall samples) as CSV.
+# `scripts/device_batch.sh stage` (from the repository root): for each number of new tokens, the
+# warm-up and the timed launch of the FP16-cache decode kernel and its combine, then the same for
+# the INT8 cache with layout LAYOUT (one warm-up launch each: the config's warmup_seconds is tiny),
+# the details page and the per-instruction SASS page (executed instructions, stall samples) as CSV.
 # Usage: scripts/profile_decode.sh [NEW_TOKENS...]   (default 16 4; CACHE_LEN, BATCH, LAYOUT)
 # Output in $OUT (default out/): details<N>.txt, sass<N>.csv.
 set -uo pipefail
