@@ -105,10 +105,8 @@ void launch(const PrefillParams& p, void* stream, const std::string& context) {
                : launch_prefill<64, kPaths, false>(k, shape, stream, context);
   } else if (accum_half) {
     launch_prefill<128, kPaths, true>(k, shape, stream, context);
-  } else if constexpr (kPaths == ScorePaths::routed_on_the_fly) {
-    launch_prefill<128, kPaths, false>(k, shape, stream, context);
   } else {
-    // d = 128, fp32 P V accumulation, FP16 or quantize_once scores: the wgmma (sm_90a) kernel.
+    // d = 128, fp32 P V accumulation: the wgmma (sm_90a) kernel.
     launch_prefill_sm90<kPaths>(k, shape, stream, context);
   }
 }

@@ -3,7 +3,8 @@
 // mask, online softmax and rounding points as MainloopSm80, with the MMAs on wgmma. Two
 // warpgroups each own 64 query rows of the 128-row tile; per key tile (64 keys) a warpgroup runs
 //   S = Q K^T   (8 x m64n64k16, FP16, both operands from shared memory), or
-//   S = Q8 K8^T (4 x m64n64k32, s8 -> s32) for an INT8-routed tile,
+//   S = Q8 K8^T (4 x m64n64k32, s8 -> s32) for an INT8-routed tile (on_the_fly: Q8 and K8
+//       quantized on chip from the resident FP16 tiles, as MainloopSm80 does),
 // then the softmax on its registers, then O += P V (4 x m64n128k16, P from the score registers as
 // the A operand, V read MN-major). The tiles land by cp.async in the 128-byte swizzle that wgmma
 // reads: 64-channel blocks of 128-byte rows (FP16 Q, K and V as two blocks, Q8 and K8 as one).
@@ -20,13 +21,17 @@
 #include "kernels/prefill/accumulator.cuh"
 #include "kernels/prefill/launch.hpp"
 #include "kernels/prefill/mask.cuh"
+#include "kernels/prefill/onchip_quant.cuh"
 #include "kernels/prefill/params.cuh"
 #include "kernels/prefill/softmax.cuh"
 
 namespace tilemix::gpu {
 
 // [Q: two blocks of 128 rows][Q8: 128 rows, routed only][stage s: K or K8 | V] x 2, 1024-byte
-// aligned (the swizzle's address bits). The epilogue stages O over Q.
+// aligned (the swizzle's address bits). The epilogue stages O over Q. Two routed CTAs take the
+// whole 228 KB of a multiprocessor, so the per-warp floats of the on-chip quantization
+// (on_the_fly) live in the alignment slack: before the aligned base when it moved by at least
+// that much, else after the layout's end (one of the two holds at least 512 bytes).
 template <class Cfg, bool kRouted>
 struct PrefillSmemSm90 {
   static constexpr int kChannelBlocks = Cfg::kHeadDim / 64;  // 64 FP16 channels per 128-byte row
@@ -45,9 +50,13 @@ struct PrefillSmemSm90 {
   static_assert(Cfg::kHeadDim == 128, "Q8 and K8 rows are one 128-byte block");
   static_assert(kQBlockBytes % 1024 == 0 && kKBlockBytes % 1024 == 0, "blocks keep the 1024-byte alignment");
 
+  static constexpr int kScratchBytes = 4 * Cfg::kWarps;
   __device__ __forceinline__ static char* align(char* raw) {
     const uint32_t misalign = smem_address(raw) & 1023u;
     return raw + ((1024u - misalign) & 1023u);
+  }
+  __device__ __forceinline__ static float* scratch(char* raw, char* base) {
+    return reinterpret_cast<float*>(base - raw >= kScratchBytes ? base - kScratchBytes : base + kBytes);
   }
   __device__ __forceinline__ static int k(int stage) { return kFirstStage + stage * kStageBytes; }
   __device__ __forceinline__ static int v(int stage) { return k(stage) + kKBytes; }
@@ -55,13 +64,15 @@ struct PrefillSmemSm90 {
 
 template <class Cfg, ScorePaths kPaths>
 struct MainloopSm90 {
-  static_assert(kPaths != ScorePaths::routed_on_the_fly, "on_the_fly runs the sm_80 mainloop");
   static constexpr bool kRouted = kPaths != ScorePaths::fp16;
+  static constexpr bool kOnTheFly = kPaths == ScorePaths::routed_on_the_fly;
   static constexpr const char* kLaunchName = "launch of prefill_kernel (wgmma mainloop)";
   using Smem = PrefillSmemSm90<Cfg, kRouted>;
   using Softmax = OnlineSoftmax<Cfg::kRowSlices, Cfg::kKeyFrags>;
   using Scores = float[Cfg::kRowSlices][Cfg::kKeyFrags][4];
   static constexpr int kThreads = Cfg::kThreads;
+  template <int kRows>
+  using BlockedTile = ChannelBlockedTile<kRows, Smem::kChannelBlocks>;  // FP16 Q, K and V
 
   // A [rows x 2d bytes] FP16 tile (row_stride bytes apart in global memory) into its channel
   // blocks; rows from `valid` on are zero-filled.
@@ -81,6 +92,8 @@ struct MainloopSm90 {
                                              Acc& o) {
     static_assert(std::is_same_v<Acc, OutputAccumulator<Cfg, false>>, "O is the fp32 wgmma accumulator");
     constexpr int D = Cfg::kHeadDim;
+    extern __shared__ char smem_window[];  // the dynamic shared memory before alignment
+    float* scratch = Smem::scratch(smem_window, smem);
     const int tid = threadIdx.x, warp = tid >> 5;
     const int wg_row0 = (warp / 4) * 64;  // this warpgroup's first row of the tile
     const uint32_t base = smem_address(smem);
@@ -105,7 +118,7 @@ struct MainloopSm90 {
       const int64_t first = k_first + static_cast<int64_t>(n) * Cfg::kBlockN * p.hk * D;
       const int valid = min(Cfg::kBlockN, blk.lk - n * Cfg::kBlockN);
       next_int8 = kRouted && routes.next();
-      if (kRouted && next_int8) {
+      if (kPaths == ScorePaths::routed_quantize_once && next_int8) {
         load_tile_async<typename Smem::template Block<Cfg::kBlockN>, kThreads>(
             base + Smem::k(stage), reinterpret_cast<const char*>(p.k8 + first), p.k8_row_bytes, valid, tid);
         next_k_scale = p.k_scale[(p.k_block_offset[blk.b] + n) * p.hk + blk.kv_head];
@@ -118,7 +131,7 @@ struct MainloopSm90 {
 
     // Prologue: Q (and Q8 when some tile is INT8) and key tile 0.
     load_fp16<Cfg::kBlockM>(base + Smem::kQ, p.q + q_first, p.q_row_bytes, blk.rows, tid);
-    if (kRouted && needs_q8) {
+    if (kPaths == ScorePaths::routed_quantize_once && needs_q8) {
       load_tile_async<typename Smem::template Block<Cfg::kBlockM>, kThreads>(
           base + Smem::kQ8, reinterpret_cast<const char*>(p.q8 + q_first), p.q8_row_bytes, blk.rows, tid);
     }
@@ -126,9 +139,19 @@ struct MainloopSm90 {
     if (blk.key_tiles > 0) issue_key_tile(0, 0);
 
     // Per-CTA INT8 factor scale_q * scale_log2 (the query tile is one Q scale block).
-    const float q_factor =
-        kRouted && needs_q8 ? __fmul_rn(p.q_scale[(p.q_block_offset[blk.b] + blk.m) * p.hq + blk.h], p.scale_log2)
-                            : 0.0f;
+    float q_factor = 0.0f;
+    if (kRouted && needs_q8) {
+      float q_scale;
+      if constexpr (kOnTheFly) {
+        cp_async_wait<1>();  // Q landed (key tile 0 may still be in flight)
+        __syncthreads();
+        q_scale = quantize_resident_tile<Cfg::kBlockM, D, kThreads, false, BlockedTile<Cfg::kBlockM>, true>(
+            smem + Smem::kQ, smem + Smem::kQ8, scratch, tid);
+      } else {
+        q_scale = p.q_scale[(p.q_block_offset[blk.b] + blk.m) * p.hq + blk.h];
+      }
+      q_factor = __fmul_rn(q_scale, p.scale_log2);
+    }
 
     // This warpgroup's rows of Q and Q8 as wgmma A operands (k steps advance the start address).
     const uint64_t q_desc = sw128_desc(base + Smem::kQ + wg_row0 * 128);
@@ -149,13 +172,18 @@ struct MainloopSm90 {
       float (&x)[32] = reinterpret_cast<float(&)[32]>(s);
       const uint64_t k_desc = sw128_desc(base + Smem::k(stage));
       if (kRouted && int8_tile) {
+        float tile_k_scale = k_scale;
+        if constexpr (kOnTheFly) {  // K8 over its own FP16 tile
+          tile_k_scale = quantize_resident_tile<Cfg::kBlockN, D, kThreads, true, BlockedTile<Cfg::kBlockN>, true>(
+              smem + Smem::k(stage), smem + Smem::k(stage), scratch, tid);
+        }
         int acc[32];
         wgmma_scores_s8_d128(acc, q8_desc, k_desc);
         wgmma_wait_all();
         wgmma_fence_operands(acc);
         // s = (fp32(C) * (scale_q * scale_log2)) * scale_k, as MainloopSm80.
 #pragma unroll
-        for (int i = 0; i < 32; ++i) x[i] = __fmul_rn(__fmul_rn(__int2float_rn(acc[i]), q_factor), k_scale);
+        for (int i = 0; i < 32; ++i) x[i] = __fmul_rn(__fmul_rn(__int2float_rn(acc[i]), q_factor), tile_k_scale);
       } else {
         wgmma_scores_f16_d128(x, q_desc, Smem::kQBlockBytes, k_desc, Smem::kKBlockBytes);
         wgmma_wait_all();

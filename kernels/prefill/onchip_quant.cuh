@@ -6,21 +6,39 @@
 #include <cstdint>
 
 #include "kernels/common/copy.cuh"
+#include "kernels/common/wgmma.cuh"
 #include "kernels/quant/int8_codes.cuh"
 
 namespace tilemix::gpu {
 
-// Quantizes fp16 tile `src` [kRows x kDim] into int8 tile `dst` and returns the scale. All
-// threads of the CTA take part; `scratch` holds one float per warp. With kInPlace, dst overlaps
-// src: the codes wait in registers until every thread has read src. Ends with a barrier.
-template <int kRows, int kDim, int kThreads, bool kInPlace>
+// An FP16 tile of kRows x 2 * kChannelBlocks * 64 bytes stored as kChannelBlocks blocks of
+// 64 channels, each a SwizzledTile of 128-byte rows (wgmma's K-major 128-byte swizzle): the
+// layout of the sm_90 mainloop. Chunk c of a logical row is chunk c % 8 of that row in block c / 8.
+template <int kRows_, int kChannelBlocks>
+struct ChannelBlockedTile {
+  using Block = SwizzledTile<kRows_, 128>;
+  static constexpr int kRows = kRows_;
+  static constexpr int kChunksPerRow = 8 * kChannelBlocks;
+  static constexpr int kRowBytes = Block::kRowBytes;  // between consecutive rows of one block
+  static constexpr int kRowPeriod = Block::kRowPeriod;
+  __device__ __forceinline__ static uint32_t offset(int row, int chunk) {
+    return (chunk >> 3) * Block::kBytes + Block::offset(row, chunk & 7);
+  }
+};
+
+// Quantizes fp16 tile `src` [kRows x kDim] (layout Src) into int8 tile `dst` [kRows x kDim] and
+// returns the scale. All threads of the CTA take part; `scratch` holds one float per warp. With
+// kInPlace, dst overlaps src: the codes wait in registers until every thread has read src. With
+// kForAsyncProxy the codes are fenced for wgmma's reads before the closing barrier.
+template <int kRows, int kDim, int kThreads, bool kInPlace, class Src = SwizzledTile<kRows, 2 * kDim>,
+          bool kForAsyncProxy = false>
 __device__ __forceinline__ float quantize_resident_tile(const char* src, char* dst, float* scratch, int tid) {
-  using Src = SwizzledTile<kRows, 2 * kDim>;
   using Dst = SwizzledTile<kRows, kDim>;
   // Thread t takes fp16 chunk t % chunks_per_row of rows t / chunks_per_row + i * rows_per_pass;
   // fp16 chunk c holds the 8 elements whose codes fill half of int8 chunk c / 2.
   constexpr int kRowsPerPass = kThreads / Src::kChunksPerRow;
   constexpr int kPasses = kRows / kRowsPerPass;
+  static_assert(Src::kChunksPerRow == 2 * kDim / 16, "the source holds kDim halves per row");
   static_assert(kThreads % Src::kChunksPerRow == 0 && kRows % kRowsPerPass == 0, "whole passes");
   static_assert(kRowsPerPass % Src::kRowPeriod == 0 && kRowsPerPass % Dst::kRowPeriod == 0, "passes keep the swizzle");
   const int row0 = tid / Src::kChunksPerRow, chunk = tid % Src::kChunksPerRow;
@@ -46,6 +64,7 @@ __device__ __forceinline__ float quantize_resident_tile(const char* src, char* d
 #pragma unroll
     for (int i = 0; i < kPasses; ++i) *reinterpret_cast<uint2*>(dst0 + i * kRowsPerPass * Dst::kRowBytes) = codes[i];
   }
+  if constexpr (kForAsyncProxy) fence_proxy_async_shared();
   __syncthreads();
   return scale;
 }

@@ -1,6 +1,6 @@
 // The prefill kernel on the wgmma mainloop (sm_90a). Instances: d = 128, fp32 P V accumulation,
-// flash_fp16 and tilemix quantize_once (the dispatch point sends the other configurations to the
-// sm_80 kernel).
+// flash_fp16 and tilemix in both modes (the dispatch point sends d = 64 and fp16 accumulation to
+// the sm_80 kernel).
 #include <string>
 
 #include "kernels/prefill/launch.hpp"
@@ -20,5 +20,7 @@ void launch_prefill_sm90(const KernelParams& params, const LaunchShape& shape, v
 template void launch_prefill_sm90<ScorePaths::fp16>(const KernelParams&, const LaunchShape&, void*, const std::string&);
 template void launch_prefill_sm90<ScorePaths::routed_quantize_once>(const KernelParams&, const LaunchShape&, void*,
                                                                      const std::string&);
+template void launch_prefill_sm90<ScorePaths::routed_on_the_fly>(const KernelParams&, const LaunchShape&, void*,
+                                                                  const std::string&);
 
 }  // namespace tilemix::gpu
