@@ -3,9 +3,17 @@
 // MMA (fp16 and int8), ldmatrix, and cp.async. Fragment layouts are the PTX ISA's for
 // mma.m16n8k16 / m16n8k32: A row-major 16 x K, B column-major K x 8, C/D 16 x 8 with thread t
 // holding rows t/4 and t/4 + 8, columns 2*(t%4) and 2*(t%4) + 1.
+#include <cuda_fp16.h>
+
 #include <cstdint>
 
 namespace tilemix::gpu {
+
+// Two floats rounded to FP16 and packed as one 32-bit fragment register (lo in the low half).
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
 
 // D = A * B + D, fp16 inputs, fp32 accumulators.
 __device__ __forceinline__ void mma_m16n8k16_f32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {

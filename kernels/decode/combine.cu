@@ -15,6 +15,7 @@
 #include "core/decode/decode_shape.hpp"
 #include "kernels/common/check.cuh"
 #include "kernels/common/dependent_launch.cuh"
+#include "kernels/common/mma.cuh"
 #include "kernels/decode/decode_params.cuh"
 #include "kernels/decode/fragments.cuh"
 #include "kernels/decode/launch.hpp"

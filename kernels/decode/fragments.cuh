@@ -41,11 +41,6 @@ __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
 // for x = 0 and lets -inf (an illegal key) pass through fma(x, f, -m) as -inf instead of NaN.
 __device__ __forceinline__ float nonzero_factor(float f) { return f > 0.0f ? f : FLT_MIN; }
 
-__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
 // 4-byte global -> shared asynchronous copy (the .ca form: 4 bytes may not bypass L1).
 __device__ __forceinline__ void cp_async_4(uint32_t smem_addr, const void* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr), "l"(gmem) : "memory");

@@ -149,11 +149,6 @@ struct MainloopSm80 {
     }
   }
 
-  __device__ __forceinline__ static uint32_t pack_half2(float lo, float hi) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
-  }
-
   template <class Acc>
   __device__ __forceinline__ static void run(const KernelParams& p, const BlockInfo& blk, char* smem, Softmax& softmax,
                                              Acc& o) {

@@ -9,13 +9,14 @@
 // the A operand, V read MN-major). The tiles land by cp.async in the 128-byte swizzle that wgmma
 // reads: 64-channel blocks of 128-byte rows (FP16 Q, K and V as two blocks, Q8 and K8 as one).
 // One CTA barrier per key tile: the tile has landed, and every warp is done with the stage that
-// the next copy overwrites.
+// the next copy overwrites (on_the_fly adds three per quantized tile: onchip_quant.cuh).
 #include <cuda_fp16.h>
 
 #include <cstdint>
 #include <type_traits>
 
 #include "kernels/common/copy.cuh"
+#include "kernels/common/mma.cuh"
 #include "kernels/common/tile_routes.cuh"
 #include "kernels/common/wgmma.cuh"
 #include "kernels/prefill/accumulator.cuh"
@@ -213,11 +214,6 @@ struct MainloopSm90 {
       wgmma_fence_operands(acc_o);
       if (p.fp16_state) o.round_to_half_state();
     }
-  }
-
-  __device__ __forceinline__ static uint32_t pack_half2(float lo, float hi) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
   }
 };
 
