@@ -68,16 +68,10 @@ struct OnlineSoftmax {
   // noise only, far below the fp16 output's ulp).
   __device__ __forceinline__ void update(float (&s)[kRowSlices][kKeyFrags][4], bool fp16_state,
                                          float (&alpha)[kRows]) {
+    const auto max_op = [](float a, float b) { return fmaxf(a, b); };
+    const auto add_op = [](float a, float b) { return __fadd_rn(a, b); };
     float tile_max[kRows], sum[kRows], ref[kRows];
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const int mi = r / 2, e0 = (r % 2) * 2;
-      float m[kKeyFrags];
-#pragma unroll
-      for (int ni = 0; ni < kKeyFrags; ++ni) m[ni] = fmaxf(s[mi][ni][e0], s[mi][ni][e0 + 1]);
-      tile_max[r] = tree_reduce(m, [](float a, float b) { return fmaxf(a, b); });
-    }
-    quad_reduce(tile_max, [](float a, float b) { return fmaxf(a, b); });
+    reduce_rows(s, tile_max, max_op);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       float m_new = fmaxf(row_max[r], tile_max[r]);
@@ -92,21 +86,29 @@ struct OnlineSoftmax {
       for (int ni = 0; ni < kKeyFrags; ++ni)
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[mi][ni][e] = exp2_approx(__fsub_rn(s[mi][ni][e], ref[mi * 2 + e / 2]));
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const int mi = r / 2, e0 = (r % 2) * 2;
-      float t[kKeyFrags];
-#pragma unroll
-      for (int ni = 0; ni < kKeyFrags; ++ni) t[ni] = __fadd_rn(s[mi][ni][e0], s[mi][ni][e0 + 1]);
-      sum[r] = tree_reduce(t, [](float a, float b) { return __fadd_rn(a, b); });
-    }
-    quad_reduce(sum, [](float a, float b) { return __fadd_rn(a, b); });
+    reduce_rows(s, sum, add_op);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       float l = __fadd_rn(__fmul_rn(row_sum[r], alpha[r]), sum[r]);
       if (fp16_state) l = round_to_half(l);
       row_sum[r] = l;
     }
+  }
+
+  // op over each of the thread's rows of s (pairs, then a tree over the key fragments), then over
+  // the quad of lanes that shares the row.
+  template <class Op>
+  __device__ __forceinline__ static void reduce_rows(const float (&s)[kRowSlices][kKeyFrags][4], float (&out)[kRows],
+                                                     Op op) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int mi = r / 2, e0 = (r % 2) * 2;
+      float t[kKeyFrags];
+#pragma unroll
+      for (int ni = 0; ni < kKeyFrags; ++ni) t[ni] = op(s[mi][ni][e0], s[mi][ni][e0 + 1]);
+      out[r] = tree_reduce(t, op);
+    }
+    quad_reduce(out, op);
   }
 
   // Whether some row of the warp moved its maximum this tile (alpha != 1): otherwise O * alpha
