@@ -388,24 +388,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   const auto issue = [&](int stage) {
     tiles.issue_next(smem_base + Smem::k(stage), smem_base + Smem::v(stage), smem_base + Smem::kScales + stage * 8);
   };
-  // Prologue: kStages - 1 tiles in flight before anything else.
-#pragma unroll
-  for (int i = 0; i < kStages - 1; ++i) {
-    if (blk.tile_begin + i < blk.tile_end) issue(i);
-    cp_async_commit();
-  }
 
+  // The routing word and Q are requested before the cache tiles: issued after them, these few
+  // loads queue behind every CTA's first tiles (18 MB at 16k x 8 x 4 new tokens) and the CTA
+  // waits 4-6 us for them instead of one memory latency (docs/perf-notes.md, decode v10).
   // Routing word of (KV head, the sequence's query tile): tile t is INT8 when bit t / g is set.
   uint64_t word = 0;
   int group = 1;
-  bool needs_q8 = false;  // some tile of this split is INT8-routed
   if constexpr (Cfg::kInt8) {
     word = p.words[static_cast<int64_t>(blk.kv_head) * p.batch + blk.b];
     group = p.group[blk.b];
-    needs_q8 = any_int8_tile(word, group, blk.tile_begin, blk.tile_end);
   }
-  TileRoutes routes(word, group, blk.tile_begin);
-
   // Q fragments, straight from global memory (each thread loads its 8-row fragment words).
   typename Math::QHalf q;
 #pragma unroll
@@ -431,6 +424,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
       }
     }
   }
+
+  // Prologue: kStages - 1 tiles in flight.
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (blk.tile_begin + i < blk.tile_end) issue(i);
+    cp_async_commit();
+  }
+  const bool needs_q8 = Cfg::kInt8 && any_int8_tile(word, group, blk.tile_begin, blk.tile_end);
+  TileRoutes routes(word, group, blk.tile_begin);
 
   // Q8 (INT8 route only): Q quantized per (sequence, head) = all the CTA's rows of that head, as
   // quantize_blockwise does with BLKQ = 128 >= 16 new tokens; same codes bit for bit.

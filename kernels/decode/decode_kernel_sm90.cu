@@ -126,17 +126,10 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     const uint32_t k_dst = base + stage * Smem::kStageBytes;
     tiles.issue_next(k_dst, k_dst + Smem::kTileBytes, base + Smem::kScales + stage * 8);
   };
-#pragma unroll
-  for (int i = 0; i < kStages; ++i) {
-    if (blk.tile_begin + i < blk.tile_end) issue(i);
-    cp_async_commit();
-  }
-
+  // The routing word and Q are requested before the cache tiles, which would delay them by the
+  // time every CTA's first tiles take to arrive (the mma.sync kernel says more).
   const uint64_t word = p.words[static_cast<int64_t>(blk.kv_head) * p.batch + blk.b];
   const int group = p.group[blk.b];
-  const bool needs_q8 = any_int8_tile(word, group, blk.tile_begin, blk.tile_end);
-  TileRoutes routes(word, group, blk.tile_begin);
-
   // Q into shared memory: item (row, 16-channel chunk) tid + 128 i, rows past the CTA's rows
   // zero. All of a thread's loads are issued before the first store, and the values stay in
   // registers for the Q8 pass.
@@ -152,6 +145,14 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
       q_hi[i] = *reinterpret_cast<const uint4*>(row + 8);
     }
   }
+
+#pragma unroll
+  for (int i = 0; i < kStages; ++i) {
+    if (blk.tile_begin + i < blk.tile_end) issue(i);
+    cp_async_commit();
+  }
+  const bool needs_q8 = any_int8_tile(word, group, blk.tile_begin, blk.tile_end);
+  TileRoutes routes(word, group, blk.tile_begin);
   unsigned* head_absmax = reinterpret_cast<unsigned*>(smem + Smem::kHeadAbsmax);
   if (tid < kDecodeWgmmaRows) head_absmax[tid] = 0u;
   __syncthreads();
