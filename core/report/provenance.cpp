@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "tilemix_git_sha.h"
 #include "core/report/table.hpp"
 
 namespace tilemix {
