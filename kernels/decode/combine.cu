@@ -24,10 +24,7 @@
 namespace tilemix::gpu {
 namespace {
 
-// Rows (warps) per CTA. The combine's CTAs mostly start when decode CTAs leave their SMs, and
-// 4-warp CTAs (1024 at 16k x 8 x 16 new tokens) took 4 us to pass the wait one after another
-// behind the decode kernel's end (per-CTA timestamps, docs/perf-notes.md decode v10).
-constexpr int kCombineWarps = 16;
+constexpr int kCombineWarps = 4;
 
 // Splits whose loads a lane keeps in flight at once: a warp walks 32 splits in 4 rounds of memory
 // latency instead of 32 (one round per split cost 20 us at batch 1 x 128k tokens, 32 splits).

@@ -73,9 +73,6 @@ struct DecodeBlock {
   int kv_head, head0, heads;  // query heads head0 .. head0 + heads - 1
   int n, len, rows;           // new tokens, cache tokens, query rows (heads * n)
   int tile_begin, tile_end;
-  int64_t split_first;        // the sequence's first global split
-  int64_t new_first;          // and its first new token, first cache row and first scale block
-  int64_t capacity_first, block_first;
 
   __device__ __forceinline__ void init(const DecodeKernelParams& p) {
     // CTAs in launch order: the KV heads (and head chunks) of split 0, then of split 1, ... The
@@ -84,27 +81,22 @@ struct DecodeBlock {
     const int per_split = p.hk * p.head_chunks;
     const int64_t global_split = blockIdx.x / per_split;
     const int head_index = static_cast<int>(blockIdx.x % per_split);
-    const DecodeSequence seq = find_decode_sequence(p, global_split, threadIdx.x & 31);
-    b = seq.b;
-    split_first = seq.split_first;
-    new_first = seq.new_first;
-    capacity_first = seq.capacity_first;
-    block_first = seq.block_first;
-    split = static_cast<int>(global_split - seq.split_first);
-    splits = static_cast<int>(seq.split_last - seq.split_first);
+    b = find_sequence_warp(p.split_offset, p.batch, global_split, threadIdx.x & 31);
+    split = static_cast<int>(global_split - p.split_offset[b]);
+    splits = static_cast<int>(p.split_offset[b + 1] - p.split_offset[b]);
     kv_head = head_index / p.head_chunks;
     const int chunk = head_index % p.head_chunks;
     head0 = kv_head * p.heads_per_kv + chunk * p.heads_per_cta;
     heads = min(p.heads_per_cta, p.heads_per_kv - chunk * p.heads_per_cta);
-    n = static_cast<int>(seq.new_last - seq.new_first);
-    len = static_cast<int>(seq.len);
+    n = static_cast<int>(p.cu_new[b + 1] - p.cu_new[b]);
+    len = static_cast<int>(p.cache_len[b]);
     rows = heads * n;
     tile_begin = split * p.tiles_per_split;
     tile_end = min((len + kDecodeBlockN - 1) / kDecodeBlockN, tile_begin + p.tiles_per_split);
   }
 
   // Global token index of row r, and its query head.
-  __device__ __forceinline__ int64_t token(int r) const { return new_first + r / heads; }
+  __device__ __forceinline__ int64_t token(const DecodeKernelParams& p, int r) const { return p.cu_new[b] + r / heads; }
   __device__ __forceinline__ int head(int r) const { return head0 + r % heads; }
   // Keys row r sees: key j is legal iff j < visible(r) (causal bottom-right, and the cache end).
   __device__ __forceinline__ int visible(int r) const { return min(len, r / heads + len - n + 1); }
@@ -138,9 +130,9 @@ struct DecodeTileLoader {
   __device__ __forceinline__ DecodeTileLoader(const DecodeKernelParams& p, const DecodeBlock& blk, int tid_)
       : tid(tid_) {
     const int row0 = tid / Tile::kChunksPerRow, chunk = tid % Tile::kChunksPerRow;
-    const int64_t first_row = blk.capacity_first + static_cast<int64_t>(blk.tile_begin) * kDecodeBlockN;
+    const int64_t first_row = p.cu_capacity[blk.b] + static_cast<int64_t>(blk.tile_begin) * kDecodeBlockN;
     const int64_t offset = first_row * p.cache_row_bytes + static_cast<int64_t>(blk.kv_head) * Tile::kRowBytes;
-    const int64_t first_scale = (blk.block_first + blk.tile_begin) * p.hk + blk.kv_head;
+    const int64_t first_scale = (p.cu_blocks[blk.b] + blk.tile_begin) * p.hk + blk.kv_head;
     k_tile = p.k + offset;
     v_tile = p.v + offset;
     k_scale = kInt8 ? p.k_scale + first_scale : nullptr;
@@ -413,7 +405,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   for (int f = 0; f < QF; ++f) {
     const int r = qw * Cfg::kWarpRows + f * 8 + g;
     const bool valid = r < blk.rows;
-    const __half* row = p.q + (blk.token(valid ? r : 0) * p.hq + blk.head(valid ? r : 0)) * D;
+    const __half* row = p.q + (blk.token(p, valid ? r : 0) * p.hq + blk.head(valid ? r : 0)) * D;
     if constexpr (Cfg::kInt8) {
 #pragma unroll
       for (int kk = 0; kk < D / 32; ++kk) {
@@ -679,7 +671,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
       l = __fadd_rn(l, sum_smem[w * kRows + r]);
     }
     const float m = max_smem[r];
-    const int64_t token = blk.token(r);
+    const int64_t token = blk.token(p, r);
     const int h = blk.head(r);
     if (direct) {
       uint2 out = make_uint2(0u, 0u);
@@ -694,7 +686,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
       }
     } else {
       const int64_t ws_row =
-          ((blk.split_first + blk.split) * p.hq + h) * kMaxDecodeTokens + (token - blk.new_first);
+          ((p.split_offset[blk.b] + blk.split) * p.hq + h) * kMaxDecodeTokens + (token - p.cu_new[blk.b]);
       *reinterpret_cast<float4*>(p.ws_o + ws_row * D + c) = acc;
       if (c == 0) p.ws_ml[ws_row] = make_float2(m, l);
     }

@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     const int item = tid + i * kThreads, r = item / (D / 16), chunk = item % (D / 16);
     q_lo[i] = q_hi[i] = make_uint4(0u, 0u, 0u, 0u);
     if (r < blk.rows) {
-      const __half* row = p.q + (blk.token(r) * p.hq + blk.head(r)) * D + 16 * chunk;
+      const __half* row = p.q + (blk.token(p, r) * p.hq + blk.head(r)) * D + 16 * chunk;
       q_lo[i] = *reinterpret_cast<const uint4*>(row);
       q_hi[i] = *reinterpret_cast<const uint4*>(row + 8);
     }
@@ -337,7 +337,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 2));
     const int r = rows_of_thread[h];
     if (r >= blk.rows) continue;
-    const int64_t token = blk.token(r);
+    const int64_t token = blk.token(p, r);
     const int head = blk.head(r);
     if (direct) {
       __half* out = p.o + (token * p.hq + head) * D;
@@ -353,7 +353,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
       }
     } else {
       const int64_t ws_row =
-          ((blk.split_first + blk.split) * p.hq + head) * kMaxDecodeTokens + (token - blk.new_first);
+          ((p.split_offset[blk.b] + blk.split) * p.hq + head) * kMaxDecodeTokens + (token - p.cu_new[blk.b]);
       float* out = p.ws_o + ws_row * D;
 #pragma unroll
       for (int j = 0; j < 16; ++j) {

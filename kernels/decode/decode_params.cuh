@@ -64,46 +64,4 @@ __device__ __forceinline__ int find_sequence_warp(const int64_t* offsets, int ba
   return b;
 }
 
-// A decode CTA's sequence and its offsets.
-struct DecodeSequence {
-  int b;
-  int64_t split_first, split_last, new_first, new_last, len, capacity_first, block_first;
-};
-
-// The sequence of global split x (largest b with split_offset[b] <= x), found by a whole warp in
-// one round of loads per 32 sequences: lane l loads every offset of sequence first + l, and the
-// lane of the sequence found hands them to the others. Finding b first and then loading its
-// offsets took two dependent rounds, at the head of the chain before a CTA's first cache tile.
-__device__ __forceinline__ DecodeSequence find_decode_sequence(const DecodeKernelParams& p, int64_t x, int lane) {
-  DecodeSequence seq{};
-  for (int first = 0; first < p.batch; first += 32) {
-    const int s = first + lane;
-    const bool valid = s < p.batch;
-    int64_t v[7] = {};
-    if (valid) {
-      v[0] = p.split_offset[s];
-      v[1] = p.split_offset[s + 1];
-      v[2] = p.cu_new[s];
-      v[3] = p.cu_new[s + 1];
-      v[4] = p.cache_len[s];
-      v[5] = p.cu_capacity[s];
-      v[6] = p.cu_blocks[s];
-    }
-    const unsigned below = __ballot_sync(0xffffffffu, valid && v[0] <= x);  // a prefix of the lanes
-    if (below != 0u) {
-      const int src = 31 - __clz(below);
-      seq.b = first + src;
-      seq.split_first = __shfl_sync(0xffffffffu, v[0], src);
-      seq.split_last = __shfl_sync(0xffffffffu, v[1], src);
-      seq.new_first = __shfl_sync(0xffffffffu, v[2], src);
-      seq.new_last = __shfl_sync(0xffffffffu, v[3], src);
-      seq.len = __shfl_sync(0xffffffffu, v[4], src);
-      seq.capacity_first = __shfl_sync(0xffffffffu, v[5], src);
-      seq.block_first = __shfl_sync(0xffffffffu, v[6], src);
-    }
-    if (below != 0xffffffffu) break;
-  }
-  return seq;
-}
-
 }  // namespace tilemix::gpu
