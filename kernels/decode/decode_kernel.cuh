@@ -390,8 +390,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   };
 
   // The routing word and Q are requested before the cache tiles: issued after them, these few
-  // loads queue behind every CTA's first tiles (18 MB at 16k x 8 x 4 new tokens) and the CTA
-  // waits 4-6 us for them instead of one memory latency (docs/perf-notes.md, decode v10).
+  // loads queued behind every CTA's first tiles (19 MB at 16k x 8 x 4 new tokens), and the
+  // prologue took 3-4 us longer (per-CTA timestamps, docs/perf-notes.md decode v10).
   // Routing word of (KV head, the sequence's query tile): tile t is INT8 when bit t / g is set.
   uint64_t word = 0;
   int group = 1;
