@@ -36,14 +36,13 @@ __global__ void __launch_bounds__(32 * kCombineWarps)
   constexpr int kPerLane = kDim / 32;  // channels of a lane: one 16- or 8-byte load per split
   constexpr float kLn2 = 0.69314718055994530942f;
   using Chunk = std::conditional_t<kPerLane == 4, float4, float2>;
-  // Grid (new tokens, head groups): no 64-bit division by hq per warp (ncu at 16k x 64 x 16 new
-  // tokens: about 600 instructions per warp, half the issue slots busy, 52 us).
-  const int64_t token = blockIdx.x;
-  const int h = blockIdx.y * kCombineWarps + (threadIdx.x >> 5);
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kCombineWarps + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
-  if (h >= p.hq) return;
+  if (row >= p.total_new * p.hq) return;
   // The row's sequence and splits come from the call's inputs, not from the decode kernel: found
   // while its last CTAs still run.
+  const int64_t token = row / p.hq;
+  const int h = static_cast<int>(row % p.hq);
   const int b = find_sequence_warp(p.cu_new, p.batch, token, lane);
   const int64_t first = p.split_offset[b], last = p.split_offset[b + 1];
   const int64_t i = token - p.cu_new[b];
@@ -105,16 +104,16 @@ __global__ void __launch_bounds__(32 * kCombineWarps)
 }  // namespace
 
 void launch_decode_combine(const DecodeKernelParams& p, int d, void* stream, const std::string& context) {
-  const dim3 grid(static_cast<unsigned>(p.total_new), static_cast<unsigned>((p.hq + kCombineWarps - 1) / kCombineWarps));
+  const int64_t rows = p.total_new * p.hq;
+  const dim3 grid(static_cast<unsigned>((rows + kCombineWarps - 1) / kCombineWarps));
   const auto s = static_cast<cudaStream_t>(stream);
-  const std::string what =
-      "decode_combine_kernel " + context + " grid=" + std::to_string(grid.x) + "x" + std::to_string(grid.y);
+  const std::string what = "decode_combine_kernel " + context + " grid=" + std::to_string(grid.x);
   if (d == 64) {
     launch_dependent(decode_combine_kernel<64>, grid, dim3(32 * kCombineWarps), 0, s, what, p);
   } else {
     launch_dependent(decode_combine_kernel<128>, grid, dim3(32 * kCombineWarps), 0, s, what, p);
   }
-  TILEMIX_LAUNCH_CHECK("decode_combine_kernel", what);
+  TILEMIX_LAUNCH_CHECK("decode_combine_kernel", context + " grid=" + std::to_string(grid.x));
 }
 
 }  // namespace tilemix::gpu

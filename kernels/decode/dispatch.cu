@@ -42,7 +42,6 @@ bool validate(const DecodeParams& p, bool int8, const std::string& context) {
               std::to_string(kMaxDecodeTokens) + ")");
   require(p.total_new >= p.batch && p.total_new <= static_cast<int64_t>(p.batch) * p.max_new_tokens, context,
           "total_new=" + std::to_string(p.total_new) + " does not fit batch and max_new_tokens");
-  require(p.total_new <= 0x7fffffff, context, "total_new=" + std::to_string(p.total_new) + " exceeds the combine's grid");
   require(std::isfinite(p.softmax_scale) && p.softmax_scale > 0.0f, context,
           "softmax_scale must be positive and finite (resolve the 1/sqrt(d) default first)");
   require(p.tiles_per_split >= 1, context, "unsupported tiles_per_split=" + std::to_string(p.tiles_per_split));
