@@ -7,8 +7,8 @@
 #include <fstream>
 
 #include "core/error.hpp"
-#include "tilemix_git_sha.h"
 #include "core/report/table.hpp"
+#include "tilemix_git_sha.h"  // generated at every build (cmake/git_sha.cmake)
 
 namespace tilemix {
 
