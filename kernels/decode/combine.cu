@@ -30,8 +30,14 @@ constexpr int kCombineWarps = 4;
 // latency instead of 32 (one round per split cost 20 us at batch 1 x 128k tokens, 32 splits).
 constexpr int kCombineUnroll = 8;
 
+// Left alone, ptxas gives the d = 128 instance 128 registers, which holds a multiprocessor to 4
+// CTAs (16 warps) of a latency-bound kernel: at 16k x 64 x 16 new tokens the combine ran 44 us
+// after the decode kernel's end with 3.6 warps per scheduler active (docs/perf-notes.md, decode
+// v10). Six CTAs fit 80 registers, still without spills, the loads of 8 splits in flight.
+constexpr int kCombineCtasPerSm = 6;
+
 template <int kDim>
-__global__ void __launch_bounds__(32 * kCombineWarps)
+__global__ void __launch_bounds__(32 * kCombineWarps, kCombineCtasPerSm)
     decode_combine_kernel(const __grid_constant__ DecodeKernelParams p) {
   constexpr int kPerLane = kDim / 32;  // channels of a lane: one 16- or 8-byte load per split
   constexpr float kLn2 = 0.69314718055994530942f;
