@@ -30,14 +30,17 @@ constexpr int kCombineWarps = 4;
 // latency instead of 32 (one round per split cost 20 us at batch 1 x 128k tokens, 32 splits).
 constexpr int kCombineUnroll = 8;
 
-// Left alone, ptxas gives the d = 128 instance 128 registers, which holds a multiprocessor to 4
-// CTAs (16 warps) of a latency-bound kernel: at 16k x 64 x 16 new tokens the combine ran 44 us
-// after the decode kernel's end with 3.6 warps per scheduler active (docs/perf-notes.md, decode
-// v10). Six CTAs fit 80 registers, still without spills, the loads of 8 splits in flight.
-constexpr int kCombineCtasPerSm = 6;
+// Occupancy against registers. Left alone, ptxas gives the d = 128 instance 128 registers, which
+// holds a multiprocessor to 4 CTAs (16 warps): at 16k x 64 x 16 new tokens (32,768 rows) the
+// combine ran 44 us after the decode kernel's end with 3.6 warps per scheduler active. Bounded to
+// six CTAs it fits 80 registers without spills and was 1.6-2.2% faster per call there, but 2-5%
+// slower at batch 1 x 128k (32-512 rows over 49 splits; docs/perf-notes.md, decode v10). So calls
+// with more rows than 4 CTAs per SM hold at once on an H200 (132 x 16) take the bounded instance.
+constexpr int kCombineBoundedCtasPerSm = 6;
+constexpr int64_t kCombineBoundedFromRows = 132 * 4 * kCombineWarps;
 
-template <int kDim>
-__global__ void __launch_bounds__(32 * kCombineWarps, kCombineCtasPerSm)
+template <int kDim, int kMinCtasPerSm>
+__global__ void __launch_bounds__(32 * kCombineWarps, kMinCtasPerSm)
     decode_combine_kernel(const __grid_constant__ DecodeKernelParams p) {
   constexpr int kPerLane = kDim / 32;  // channels of a lane: one 16- or 8-byte load per split
   constexpr float kLn2 = 0.69314718055994530942f;
@@ -114,11 +117,13 @@ void launch_decode_combine(const DecodeKernelParams& p, int d, void* stream, con
   const dim3 grid(static_cast<unsigned>((rows + kCombineWarps - 1) / kCombineWarps));
   const auto s = static_cast<cudaStream_t>(stream);
   const std::string what = "decode_combine_kernel " + context + " grid=" + std::to_string(grid.x);
-  if (d == 64) {
-    launch_dependent(decode_combine_kernel<64>, grid, dim3(32 * kCombineWarps), 0, s, what, p);
-  } else {
-    launch_dependent(decode_combine_kernel<128>, grid, dim3(32 * kCombineWarps), 0, s, what, p);
-  }
+  // 0 CTAs per SM: no bound, ptxas's own register count.
+  const bool bounded = rows >= kCombineBoundedFromRows;
+  const auto kernel = d == 64 ? (bounded ? decode_combine_kernel<64, kCombineBoundedCtasPerSm>
+                                         : decode_combine_kernel<64, 0>)
+                              : (bounded ? decode_combine_kernel<128, kCombineBoundedCtasPerSm>
+                                         : decode_combine_kernel<128, 0>);
+  launch_dependent(kernel, grid, dim3(32 * kCombineWarps), 0, s, what, p);
   TILEMIX_LAUNCH_CHECK("decode_combine_kernel", context + " grid=" + std::to_string(grid.x));
 }
 
