@@ -34,10 +34,11 @@ constexpr int kCombineUnroll = 8;
 // holds a multiprocessor to 4 CTAs (16 warps): at 16k x 64 x 16 new tokens (32,768 rows) the
 // combine ran 44 us after the decode kernel's end with 3.6 warps per scheduler active. Bounded to
 // six CTAs it fits 80 registers without spills and was 1.6-2.2% faster per call there, but 2-5%
-// slower at batch 1 x 128k (32-512 rows over 49 splits; docs/perf-notes.md, decode v10). So calls
-// with more rows than 4 CTAs per SM hold at once on an H200 (132 x 16) take the bounded instance.
+// slower at batch 1 x 128k (32-512 rows over 49 splits; docs/perf-notes.md, decode v11). So calls
+// with more rows than the unbounded instance holds at once (4 CTAs of kCombineWarps rows per SM)
+// take the bounded one.
 constexpr int kCombineBoundedCtasPerSm = 6;
-constexpr int64_t kCombineBoundedFromRows = 132 * 4 * kCombineWarps;
+constexpr int kCombineUnboundedCtasPerSm = 4;
 
 template <int kDim, int kMinCtasPerSm>
 __global__ void __launch_bounds__(32 * kCombineWarps, kMinCtasPerSm)
@@ -117,8 +118,11 @@ void launch_decode_combine(const DecodeKernelParams& p, int d, void* stream, con
   const dim3 grid(static_cast<unsigned>((rows + kCombineWarps - 1) / kCombineWarps));
   const auto s = static_cast<cudaStream_t>(stream);
   const std::string what = "decode_combine_kernel " + context + " grid=" + std::to_string(grid.x);
+  int device = 0, sms = 0;
+  TILEMIX_CUDA_CHECK(cudaGetDevice(&device), what);
+  TILEMIX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), what);
   // 0 CTAs per SM: no bound, ptxas's own register count.
-  const bool bounded = rows >= kCombineBoundedFromRows;
+  const bool bounded = rows >= static_cast<int64_t>(sms) * kCombineUnboundedCtasPerSm * kCombineWarps;
   const auto kernel = d == 64 ? (bounded ? decode_combine_kernel<64, kCombineBoundedCtasPerSm>
                                          : decode_combine_kernel<64, 0>)
                               : (bounded ? decode_combine_kernel<128, kCombineBoundedCtasPerSm>
