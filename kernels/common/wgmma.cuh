@@ -119,22 +119,6 @@ __device__ __forceinline__ void wgmma_m64n128k16_f16_rs(float (&d)[64], const ui
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
 }
 
-// D(64x64, f32) += A(64x16, f16, registers: the mma.m16n8k16 A fragment of the warp's 16 rows)
-// B(16x64, f16, shared memory, K-major: sw128_desc).
-__device__ __forceinline__ void wgmma_m64n64k16_f16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
-}
-
 // The MMA sequences the attention kernels issue per 64-key tile (fenced, issued and committed;
 // the caller waits with wgmma_wait_all when it needs the result).
 // S(64 x 64, s32) = Q8 K8^T over 128 INT8 channels: 4 k32 steps inside one 128-byte row.
@@ -164,21 +148,6 @@ __device__ __forceinline__ void wgmma_pv_k64(float (&o)[64], const uint32_t (&a)
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) wgmma_m64n128k16_f16_rs(o, a[kk], desc_advance(v_desc, 2048 * kk));
-  wgmma_commit();
-}
-// O^T(128 x 64, f32) += V^T P^T over 64 keys, as two 64-channel halves `lo` and `hi` (the
-// caller's channel order): 4 k16 steps each, V^T as the A fragments v_lo[kk] / v_hi[kk] (keys
-// 16 kk .. 16 kk + 15), P^T K-major (row = query row, 64 keys per 128-byte row: `p_desc`).
-__device__ __forceinline__ void wgmma_vt_pt_k64(float (&lo)[32], float (&hi)[32], const uint32_t (&v_lo)[4][4],
-                                                const uint32_t (&v_hi)[4][4], uint64_t p_desc) {
-  wgmma_fence_operands(lo);
-  wgmma_fence_operands(hi);
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    wgmma_m64n64k16_f16_rs(lo, v_lo[kk], desc_advance(p_desc, 32 * kk));
-    wgmma_m64n64k16_f16_rs(hi, v_hi[kk], desc_advance(p_desc, 32 * kk));
-  }
   wgmma_commit();
 }
 

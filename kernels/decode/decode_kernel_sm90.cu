@@ -1,7 +1,7 @@
 // The warpgroup (wgmma) decode kernel over the INT8 cache, for CTAs of up to 64 query rows at
 // d = 128 (chosen by `mainloop: auto` for 33-64 rows: GQA 4 with 9 to 16 new tokens). Same CTA
 // work, same split plan, same numerics as decode_kernel.cuh; what differs is the MMA: one
-// warpgroup computes the 64 x 64 score tile and the 128 x 64 output with wgmma, instead of every
+// warpgroup computes the 64 x 64 score tile and the 64 x 128 output with wgmma, instead of every
 // warp converting and multiplying the whole key tile with mma.sync (at 16 new tokens the
 // mma.sync kernel spends its time on four copies of the conversions and on 512 m16n8k16 per
 // tile; docs/perf-notes.md).
@@ -10,15 +10,16 @@
 //   1. wait for the tile, barrier (cp.async, the K8 and V8 tiles land K-major with the 128-byte
 //      swizzle, which is wgmma's operand layout; the prologue fills every stage);
 //   2. S = Q8 K8^T (wgmma s8, x = float(C), f = (q_scale * scale_log2) * k_scale) or, K8
-//      converted into an FP16 K buffer first, S = Q K^T on the FP16 codes (x = acc,
-//      f = k_scale * scale_log2); s = x * f. Each route is its own straight-line instance of the
-//      tile step. Under the score MMA each warp loads its V8 codes with ldmatrix.trans;
-//   3. no score past the sequence or the causal limit; row maxima of x within the quad of lanes
-//      that holds a row, times f; p = exp2(fma(x, f, -m)); P times the V block scale rounded to
-//      FP16 into shared memory, and each row's rescale factor beside it;
-//   4. O^T = V^T P^T + alpha O^T (decode v12): V8 converted in registers as wgmma's A operand,
-//      P^T read from shared memory, so V never passes through shared memory in FP16; under it
-//      the tile kStages ahead is issued into the stage this one leaves.
+//      converted into FP16 K over the tile's own stage first, S = Q K^T on the FP16 codes
+//      (x = acc, f = k_scale * scale_log2); s = x * f. Each route is its own straight-line
+//      instance of the tile step;
+//   3. V8 converted once into FP16 V (two K-major 64-channel blocks, which the P V product reads
+//      MN-major): codes loaded under the score MMA, stored beside the softmax (INT8 route) or
+//      under the FP16 score MMA;
+//   4. no score past the sequence or the causal limit; row maxima of x within the quad of lanes
+//      that holds a row, times f; p = exp2(fma(x, f, -m)); O rescaled when a maximum moved;
+//   5. O += P V: P times the V block scale rounded to FP16, straight from the score registers;
+//      under it the tile kStages ahead is issued into the stage this one leaves.
 // Epilogue: o = fp16(O / l) and LSE, or (m, l, O) of a split for the combine kernel.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -46,10 +47,9 @@ namespace tilemix::gpu {
 namespace {
 
 // Shared memory of the wgmma kernel, every operand 1024-byte aligned:
-// [stage s: K8 | V8] x kStages | Q (FP16, two 64-channel blocks) | Q8 |
-// K (FP16, two blocks: an FP16-routed tile's K; P, 64 rows x 64 keys, in its first 8 KB once the
-// score MMA has read it) | scales [kStages][2] | per-head |Q| maxima [64] | per-row rescale
-// factors [64] | per-row sums [64] (epilogue). 72 KB: three CTAs per multiprocessor.
+// [stage s: K8 | V8, or after the conversions K in FP16 (two 64-channel blocks)] x kStages |
+// Q (FP16, two blocks) | Q8 | V (FP16, two blocks) | scales [kStages][2] |
+// per-head |Q| maxima [64]. 72 KB: three CTAs per multiprocessor.
 struct DecodeWgmmaSmem {
   using Tile = SwizzledTile<kDecodeBlockN, kDecodeWgmmaDim>;  // 64 keys x 128 codes
   static constexpr int kStages = kDecodeWgmmaStages;
@@ -58,16 +58,13 @@ struct DecodeWgmmaSmem {
   static constexpr int kHalfBlock = 64 * 128;                // 64 rows x 64 FP16 channels
   static constexpr int kQ16 = kStages * kStageBytes;
   static constexpr int kQ8 = kQ16 + 2 * kHalfBlock;
-  static constexpr int kK16 = kQ8 + kDecodeWgmmaRows * 128;
-  static constexpr int kP = kK16;
-  static constexpr int kScales = kK16 + 2 * kHalfBlock;
+  static constexpr int kV16 = kQ8 + kDecodeWgmmaRows * 128;
+  static constexpr int kScales = kV16 + 2 * kHalfBlock;
   static constexpr int kHeadAbsmax = kScales + 64;
-  static constexpr int kRowAlpha = kHeadAbsmax + kDecodeWgmmaRows * 4;
-  static constexpr int kRowSum = kRowAlpha + kDecodeWgmmaRows * 4;
-  static constexpr int kBytes = kRowSum + kDecodeWgmmaRows * 4;
+  static constexpr int kBytes = kHeadAbsmax + kDecodeWgmmaRows * 4;
   static constexpr int kAllocBytes = kBytes + 1024;  // the base is aligned at run time
-  static_assert(kDecodeWgmmaRows * kDecodeBlockN * 2 <= 2 * kHalfBlock, "P fits the K buffer");
-  static_assert(kStageBytes % 1024 == 0 && kQ16 % 1024 == 0 && kQ8 % 1024 == 0 && kK16 % 1024 == 0,
+  static_assert(kStageBytes == 2 * kHalfBlock, "an FP16 K tile fits its stage");
+  static_assert(kStageBytes % 1024 == 0 && kQ16 % 1024 == 0 && kQ8 % 1024 == 0 && kV16 % 1024 == 0,
                 "wgmma operands are 1024-byte aligned");
   static_assert(kStages * 8 <= 64, "scales fit their slot");
 
@@ -91,7 +88,7 @@ __device__ __forceinline__ void load_code_items(const char* codes, int tid, uint
 }
 
 // The items as FP16 (codes are exact) into two 64-channel blocks of 64 keys x 128 bytes with the
-// 128-byte swizzle: the K-major B operand of Q K^T.
+// 128-byte swizzle: the K-major B operand of Q K^T and the MN-major B operand of P V alike.
 __device__ __forceinline__ void store_half_items(char* halves, int tid, const uint4 (&items)[kCodeItems]) {
 #pragma unroll
   for (int i = 0; i < kCodeItems; ++i) {
@@ -191,32 +188,24 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
   const int rows_of_thread[2] = {16 * warp + g, 16 * warp + g + 8};
   const int visible[2] = {blk.visible(rows_of_thread[0]), blk.visible(rows_of_thread[1])};
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
-  // O^T, channels x query rows, as two 64-channel halves. Half h of warp w holds channel slice
-  // 2w + h (16 channels): accumulator row g is channel 16 (2w + h) + 2g, row g + 8 the channel
-  // after it (the V8 ldmatrix.trans order below); element 4j + e is query row 8j + 2tq + e % 2.
-  float o_lo[32], o_hi[32];
+  float o[64];
 #pragma unroll
-  for (int i = 0; i < 32; ++i) o_lo[i] = o_hi[i] = 0.0f;
+  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
   const int mask_from = blk.len - blk.n + 1;
-  float* row_alpha = reinterpret_cast<float*>(smem + Smem::kRowAlpha);
 
   // Descriptors of the fixed operands, built once.
   const uint64_t q8_desc = sw128_desc(base + Smem::kQ8), q16_desc = sw128_desc(base + Smem::kQ16);
-  const uint64_t k16_desc = sw128_desc(base + Smem::kK16), p_desc = sw128_desc(base + Smem::kP);
-  // V^T A fragments by ldmatrix.trans of 16-bit pairs of codes (decode_kernel.cuh): matrix j of
-  // an x4 is keys 8 (j % 2) .. + 7 of channel chunk j / 2, stepped to the warp's chunks 2w, 2w + 1
-  // and to the k16 step's keys.
-  const uint32_t v_lane =
-      base + Smem::kTileBytes + Tile::offset(((lane >> 3) & 1) * 8 + (lane & 7), lane >> 4);
+  const uint64_t v_desc = sw128_desc_mn(base + Smem::kV16, Smem::kHalfBlock);
 
   int stage = 0;
   for (int t = blk.tile_begin; t < blk.tile_end; ++t) {
     cp_async_wait<kStages - 1>();
-    fence_proxy_async_shared();  // the landed K8 tile (and Q, K, P writes) reach wgmma's reads
+    fence_proxy_async_shared();  // the landed K8 tile (and Q, K, V writes) reach wgmma's reads
     __syncthreads();
 
-    const uint32_t stage_base = base + stage * Smem::kStageBytes;
+    const uint64_t k_desc = sw128_desc(base + stage * Smem::kStageBytes);
     const char* k8_ptr = smem + stage * Smem::kStageBytes;
+    const char* v8_ptr = k8_ptr + Smem::kTileBytes;
     const float* scales = reinterpret_cast<const float*>(smem + Smem::kScales + stage * 8);
     // One tile on either route, each instance a straight line for the scheduler.
     const auto tile_step = [&](auto int8_tag) {
@@ -225,19 +214,16 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
       // of the tile) and each row's factor f into the log2 domain, s = x * f: INT8 route x = float(C),
       // f = (q_scale * scale_log2) * k_scale; FP16 route x = the fp32 dot, f = k_scale * scale_log2.
       // f goes through nonzero_factor, so that -inf (an illegal key) stays -inf in the fma below.
-      // The warp's V8 codes (its two channel slices, all 64 keys) are loaded under the score MMA.
+      // V8 codes are loaded into registers early and stored as FP16 V later: on the INT8 route
+      // loaded under Q8 K8^T and stored beside the softmax (independent work that fills its
+      // latencies); on the FP16 route loaded with the K8 codes before FP16 K overwrites the stage
+      // and stored under Q K^T. One barrier before P V covers both.
       float x[32], f[2];
-      uint32_t v_codes[4][4];
-      const auto load_v_codes = [&] {
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          ldmatrix_x4_trans(v_codes[kk], Tile::step(v_lane + stage * Smem::kStageBytes, 16 * kk, 2 * warp));
-        }
-      };
+      uint4 v_codes[kCodeItems];
       if constexpr (kInt8Route) {
         int acc[32];
-        wgmma_scores_s8_d128(acc, q8_desc, sw128_desc(stage_base));
-        load_v_codes();
+        wgmma_scores_s8_d128(acc, q8_desc, k_desc);
+        load_code_items(v8_ptr, tid, v_codes);
         wgmma_wait_all();
         wgmma_fence_operands(acc);
 #pragma unroll
@@ -245,20 +231,17 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
         f[0] = nonzero_factor(__fmul_rn(q_factor[0], scales[0]));
         f[1] = nonzero_factor(__fmul_rn(q_factor[1], scales[0]));
       } else {
-        // The K buffer was last read by the previous tile's MMAs, which every warp waited for
-        // before the barrier above.
         uint4 k_codes[kCodeItems];
         load_code_items(k8_ptr, tid, k_codes);
-        store_half_items(smem + Smem::kK16, tid, k_codes);
+        load_code_items(v8_ptr, tid, v_codes);
+        __syncthreads();  // every thread holds its K8 and V8 codes: FP16 K may overwrite the stage
+        store_half_items(smem + stage * Smem::kStageBytes, tid, k_codes);
         fence_proxy_async_shared();
         __syncthreads();
-        wgmma_scores_f16_d128(x, q16_desc, Smem::kHalfBlock, k16_desc, Smem::kHalfBlock);
-        load_v_codes();
+        wgmma_scores_f16_d128(x, q16_desc, Smem::kHalfBlock, k_desc, Smem::kHalfBlock);
+        store_half_items(smem + Smem::kV16, tid, v_codes);
         wgmma_wait_all();
         wgmma_fence_operands(x);
-        // P goes over K: every warp's part of the MMA has to have read it (each warp waits only
-        // for its own).
-        __syncthreads();
         f[0] = f[1] = nonzero_factor(__fmul_rn(scales[0], p.scale_log2));
       }
       // Keys past the sequence or the causal limit (only the last tiles have any): x = -inf, p = 0.
@@ -269,6 +252,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
           if (key >= visible[(i >> 1) & 1]) x[i] = -INFINITY;
         }
       }
+      if constexpr (kInt8Route) store_half_items(smem + Smem::kV16, tid, v_codes);  // beside the softmax
 
       // Online softmax; a row's 64 keys lie in the 4 lanes of its quad, 16 per lane (8 blocks of 2).
       // f > 0 and rounding is monotone, so the tile maximum of s is the maximum of x times f, and
@@ -307,60 +291,33 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
         for (int j = 0; j < 8; ++j) sum = __fadd_rn(__fadd_rn(sum, x[4 * j + 2 * h]), x[4 * j + 2 * h + 1]);
         row_sum[h] = __fadd_rn(__fmul_rn(row_sum[h], alpha[h]), sum);
       }
+      if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
+#pragma unroll
+        for (int i = 0; i < 64; ++i) o[i] = __fmul_rn(o[i], alpha[(i >> 1) & 1]);
+      }
 
-      // P (times the V block scale, rounded to FP16) into shared memory K-major: row = query row,
-      // its 64 keys in one 128-byte swizzled row, the B operand P^T of V^T P^T. The 8 rows of a
-      // store lie in 8 distinct bank groups. Each row's alpha goes beside it.
+      // O += P V: the k16 step kk covers keys 16 kk .. 16 kk + 15, i.e. score blocks 2 kk and
+      // 2 kk + 1, which are exactly the A fragment of that step; V is read MN-major.
       const float v_scale = scales[1];
-      char* p_tile = smem + Smem::kP;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          *reinterpret_cast<uint32_t*>(p_tile + sw128_offset(rows_of_thread[h], 16 * j + 4 * tq)) =
-              pack_half2(__fmul_rn(x[4 * j + 2 * h], v_scale), __fmul_rn(x[4 * j + 2 * h + 1], v_scale));
-        }
-        if (tq == 0) row_alpha[rows_of_thread[h]] = alpha[h];
-      }
-      fence_proxy_async_shared();  // V^T P^T reads every thread's P
-      const bool any_moved = __syncthreads_or(alpha[0] != 1.0f || alpha[1] != 1.0f);
-      // Past that barrier no thread reads this stage again (K8 and V8 are in registers or FP16
-      // K): the tile kStages ahead goes into it under the MMA.
-      if (t + kStages < blk.tile_end) issue(stage);
-      cp_async_commit();
-      if (any_moved) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const float2 a = *reinterpret_cast<const float2*>(row_alpha + 8 * j + 2 * tq);
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float s = (e & 1) ? a.y : a.x;
-            o_lo[4 * j + e] = __fmul_rn(o_lo[4 * j + e], s);
-            o_hi[4 * j + e] = __fmul_rn(o_hi[4 * j + e], s);
-          }
-        }
-      }
-      // V8 codes to FP16 V^T A fragments: register kk of a k16 step holds keys 2tq, 2tq + 1 (or
-      // + 8) of a channel pair; bytes {0, 2} are row g, {1, 3} row g + 8.
-      uint32_t v_lo[4][4], v_hi[4][4];
+      uint32_t a[4][4];
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
-        uint32_t r[4];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) r[i] = bias_codes(v_codes[kk][i]);
-        v_lo[kk][0] = codes_to_half2(r[0], kBytes02);
-        v_lo[kk][1] = codes_to_half2(r[0], kBytes13);
-        v_lo[kk][2] = codes_to_half2(r[1], kBytes02);
-        v_lo[kk][3] = codes_to_half2(r[1], kBytes13);
-        v_hi[kk][0] = codes_to_half2(r[2], kBytes02);
-        v_hi[kk][1] = codes_to_half2(r[2], kBytes13);
-        v_hi[kk][2] = codes_to_half2(r[3], kBytes02);
-        v_hi[kk][3] = codes_to_half2(r[3], kBytes13);
+        for (int half = 0; half < 2; ++half) {
+          const float* blk_s = x + 4 * (2 * kk + half);
+          a[kk][2 * half] = pack_half2(__fmul_rn(blk_s[0], v_scale), __fmul_rn(blk_s[1], v_scale));
+          a[kk][2 * half + 1] = pack_half2(__fmul_rn(blk_s[2], v_scale), __fmul_rn(blk_s[3], v_scale));
+        }
       }
-      wgmma_vt_pt_k64(o_lo, o_hi, v_lo, v_hi, p_desc);
+      fence_proxy_async_shared();  // P V reads every thread's V
+      __syncthreads();
+      wgmma_pv_k64(o, a, v_desc);
+      // Past that barrier no thread reads this stage again: the tile kStages ahead goes into it
+      // under P V, half an iteration earlier than at the top of the next one.
+      if (t + kStages < blk.tile_end) issue(stage);
+      cp_async_commit();
       wgmma_wait_all();
-      wgmma_fence_operands(o_lo);
-      wgmma_fence_operands(o_hi);
+      wgmma_fence_operands(o);
     };
     if (routes.next()) {
       tile_step(std::true_type{});
@@ -371,65 +328,38 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
   }
   cp_async_wait<0>();
 
-  // Epilogue: each row's l over its quad, into shared memory for the threads that hold the row's
-  // O^T columns.
-  float l[2];
-  float* row_l = reinterpret_cast<float*>(smem + Smem::kRowSum);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    l[h] = row_sum[h];
-    l[h] = __fadd_rn(l[h], __shfl_xor_sync(0xffffffffu, l[h], 1));
-    l[h] = __fadd_rn(l[h], __shfl_xor_sync(0xffffffffu, l[h], 2));
-    if (tq == 0) row_l[rows_of_thread[h]] = l[h];
-  }
-  __syncthreads();
+  // Epilogue: each row's l over its quad; O element 4j + e is channel 8j + 2 tq + e % 2.
   const bool direct = blk.splits == 1;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
+    float l = row_sum[h];
+    l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 1));
+    l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 2));
     const int r = rows_of_thread[h];
-    if (r >= blk.rows || tq != 0) continue;
+    if (r >= blk.rows) continue;
     const int64_t token = blk.token(p, r);
     const int head = blk.head(r);
     if (direct) {
-      if (p.lse != nullptr) {
+      __half* out = p.o + (token * p.hq + head) * D;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const uint32_t v =
+            l == 0.0f ? 0u : pack_half2(__fdiv_rn(o[4 * j + 2 * h], l), __fdiv_rn(o[4 * j + 2 * h + 1], l));
+        *reinterpret_cast<uint32_t*>(out + 8 * j + 2 * tq) = v;
+      }
+      if (tq == 0 && p.lse != nullptr) {
         p.lse[static_cast<int64_t>(head) * p.total_new + token] =
-            l[h] == 0.0f ? -INFINITY : __fmul_rn(__fadd_rn(row_max[h], log2f(l[h])), kLn2);
+            l == 0.0f ? -INFINITY : __fmul_rn(__fadd_rn(row_max[h], log2f(l)), kLn2);
       }
     } else {
       const int64_t ws_row =
           ((p.split_offset[blk.b] + blk.split) * p.hq + head) * kMaxDecodeTokens + (token - p.cu_new[blk.b]);
-      p.ws_ml[ws_row] = make_float2(row_max[h], l[h]);
-    }
-  }
-  // O^T element 4j + e: query row 8j + 2tq + e % 2, channel 16 (2w + half) + 2g + e / 2; the two
-  // channels of a row go out as one pair.
+      float* out = p.ws_o + ws_row * D;
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int r = 8 * j + 2 * tq + e;
-      if (r >= blk.rows) continue;
-      const int64_t token = blk.token(p, r);
-      const int head = blk.head(r);
-      const int channel = 32 * warp + 2 * g;
-      const float pair[2][2] = {{o_lo[4 * j + e], o_lo[4 * j + 2 + e]}, {o_hi[4 * j + e], o_hi[4 * j + 2 + e]}};
-      if (direct) {
-        const float lr = row_l[r];
-        __half* out = p.o + (token * p.hq + head) * D + channel;
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          *reinterpret_cast<uint32_t*>(out + 16 * half) =
-              lr == 0.0f ? 0u : pack_half2(__fdiv_rn(pair[half][0], lr), __fdiv_rn(pair[half][1], lr));
-        }
-      } else {
-        const int64_t ws_row =
-            ((p.split_offset[blk.b] + blk.split) * p.hq + head) * kMaxDecodeTokens + (token - p.cu_new[blk.b]);
-        float* out = p.ws_o + ws_row * D + channel;
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          *reinterpret_cast<float2*>(out + 16 * half) = make_float2(pair[half][0], pair[half][1]);
-        }
+      for (int j = 0; j < 16; ++j) {
+        *reinterpret_cast<float2*>(out + 8 * j + 2 * tq) = make_float2(o[4 * j + 2 * h], o[4 * j + 2 * h + 1]);
       }
+      if (tq == 0) p.ws_ml[ws_row] = make_float2(row_max[h], l);
     }
   }
 }
