@@ -166,6 +166,15 @@ void DecodeGpu::set_split_plan(const DecodeSplitPlan& splits) {
   split_offset_ = gpu::to_device(splits.split_offset);
   const size_t bytes = gpu::decode_workspace_bytes(shape_.hq, shape_.d, shape_.batch(), splits.total_splits());
   if (bytes > workspace_.bytes()) workspace_ = gpu::DeviceBuffer(bytes, "decode split workspace");
+  const size_t arrival_bytes = gpu::decode_arrival_bytes(shape_.batch());
+  if (arrival_bytes > arrivals_.bytes()) {
+    arrivals_ = gpu::DeviceBuffer(arrival_bytes, "decode arrival counts");
+    arrivals_.fill(0);
+  }
+}
+
+std::vector<unsigned> DecodeGpu::arrival_counts() const {
+  return gpu::to_host<unsigned>(arrivals_, arrivals_.bytes() / sizeof(unsigned));
 }
 
 DecodeMainloop DecodeGpu::resolved_mainloop(CacheKind kind) const {
@@ -220,6 +229,7 @@ gpu::DecodeParams DecodeGpu::params(CacheKind kind) const {
   p.tiles_per_split = splits_.tiles_per_split;
   p.total_splits = splits_.total_splits();
   p.workspace = workspace_.data();
+  p.arrivals = arrivals_.as<unsigned>();
   if (kind == CacheKind::int8) p.mainloop = mainloop_;
   return p;
 }
@@ -251,7 +261,7 @@ DecodeOutput DecodeGpu::run(CacheKind kind) {
 
 int64_t DecodeGpu::resident_bytes(CacheKind kind, gpu::MemoryCount how) const {
   int64_t bytes = caches_.bytes(kind, how);
-  for (const gpu::DeviceBuffer* b : {&q_, &o_, &lse_, &cu_new_, &cache_len_, &split_offset_, &workspace_}) {
+  for (const gpu::DeviceBuffer* b : {&q_, &o_, &lse_, &cu_new_, &cache_len_, &split_offset_, &workspace_, &arrivals_}) {
     bytes += static_cast<int64_t>(b->count(how));
   }
   if (kind == CacheKind::int8) bytes += static_cast<int64_t>(words_.count(how) + group_.count(how));

@@ -94,6 +94,8 @@ class DecodeGpu {
   const DecodeSplitPlan& splits() const { return splits_; }
   // Replaces the split plan (same batch); the workspace grows when the new plan needs more.
   void set_split_plan(const DecodeSplitPlan& splits);
+  // The per-sequence arrival counts of the split combine as they are now (zero between calls).
+  std::vector<unsigned> arrival_counts() const;
   // The INT8 cache's mainloop (automatic unless set).
   void set_mainloop(DecodeMainloop mainloop) { mainloop_ = mainloop; }
   // The mainloop a call of `kind` runs (automatic resolved; the FP16 cache always mma.sync).
@@ -112,6 +114,7 @@ class DecodeGpu {
   DecodeSplitPlan splits_;
   GpuKvCaches caches_;
   gpu::DeviceBuffer q_, o_, lse_, cu_new_, cache_len_, split_offset_, workspace_;
+  gpu::DeviceBuffer arrivals_;  // zeroed once; the calls leave it zero, so never poisoned
   gpu::DeviceBuffer words_, group_;
   bool routed_ = false;
   DecodeMainloop mainloop_ = DecodeMainloop::automatic;

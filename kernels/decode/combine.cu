@@ -3,8 +3,12 @@
 //   M = max m_s (-inf splits skipped); w_s = exp2(m_s - M); L = sum w_s l_s;
 //   o = fp16(sum w_s O_s / L); lse = (M + log2 L) * ln 2.
 // Single-split sequences were written by the decode kernel itself (w = 1 makes that identical).
-// Launched as a programmatic dependent of the decode kernel: its CTAs start while the decode
-// kernel's last CTAs run and wait for its completion on chip, not for a launch after it.
+// Launched as a programmatic dependent of the decode kernel: its CTAs start once every decode CTA
+// has started, and a warp waits only for its own sequence's decode CTAs (their arrival count),
+// not for the whole decode grid. The decode grid runs the sequences in order, so the rows of all
+// but the last sequences are combined while the decode kernel's last wave still runs (before
+// decode v13 the combine began after the decode kernel's end: 44 us at 16k x 64 x 16 new tokens;
+// docs/perf-notes.md).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -40,6 +44,32 @@ constexpr int kCombineUnroll = 8;
 constexpr int kCombineBoundedCtasPerSm = 6;
 constexpr int kCombineUnboundedCtasPerSm = 4;
 
+// Waits until sequence b's `expected` decode CTAs have signalled their partial states
+// (signal_partials_written), with acquire semantics at GPU scope for the loads that follow; every
+// lane polls the same word, so the loop is uniform. All decode CTAs are resident or done when a
+// dependent CTA runs, so the wait ends; a broken count traps after a minute or more instead of
+// hanging.
+__device__ __forceinline__ void wait_for_partials(const unsigned* arrivals, int b, unsigned expected) {
+  for (unsigned polls = 0;; ++polls) {
+    unsigned seen;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(arrivals + b) : "memory");
+    if (seen >= expected) return;
+    if (polls > (1u << 28)) __trap();
+    __nanosleep(256);
+  }
+}
+
+// The warp has passed wait_for_partials for b: the last of the sequence's `rows` warps sets both
+// of b's counts back to zero for the next call (no warp of b polls any more by then; the next
+// call's decode kernel starts after this grid has ended).
+__device__ __forceinline__ void release_sequence(unsigned* arrivals, int batch, int b, int64_t rows, int lane) {
+  if (lane != 0) return;
+  if (atomicAdd(&arrivals[batch + b], 1u) + 1u == static_cast<unsigned>(rows)) {
+    arrivals[b] = 0u;
+    arrivals[batch + b] = 0u;
+  }
+}
+
 template <int kDim, int kMinCtasPerSm>
 __global__ void __launch_bounds__(32 * kCombineWarps, kMinCtasPerSm)
     decode_combine_kernel(const __grid_constant__ DecodeKernelParams p) {
@@ -58,7 +88,8 @@ __global__ void __launch_bounds__(32 * kCombineWarps, kMinCtasPerSm)
   const int64_t i = token - p.cu_new[b];
   const auto ws_row = [&](int64_t s) { return (s * p.hq + h) * kMaxDecodeTokens + i; };
   if (last - first == 1) return;  // the decode kernel wrote the output
-  wait_for_prerequisite_grid();
+  wait_for_partials(p.arrivals, b, static_cast<unsigned>((last - first) * p.hk * p.head_chunks));
+  release_sequence(p.arrivals, p.batch, b, (p.cu_new[b + 1] - p.cu_new[b]) * p.hq, lane);
 
   // M over the splits, 32 of them per round of memory latency (a maximum is exact in any order).
   float m = -INFINITY;

@@ -691,6 +691,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
       if (c == 0) p.ws_ml[ws_row] = make_float2(m, l);
     }
   }
+  if (!direct) signal_partials_written(p, blk.b, tid);
 }
 
 template <int kHeadDim, int kRows, DecodeCache kCache>

@@ -362,6 +362,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
       if (tq == 0) p.ws_ml[ws_row] = make_float2(row_max[h], l);
     }
   }
+  if (!direct) signal_partials_written(p, blk.b, tid);
 }
 
 }  // namespace

@@ -26,6 +26,9 @@ struct DecodeKernelParams {
   // (m, l) and the unnormalized O.
   float2* ws_ml;
   float* ws_o;
+  // Per sequence: [0, batch) the decode CTAs that have written their partial states, [batch,
+  // 2 batch) the combine warps that have seen them all; zero between calls (signal_partials_written).
+  unsigned* arrivals;
   int64_t total_new;
   int64_t cache_row_bytes;  // between consecutive tokens of one KV head
   int batch, hq, hk;
@@ -62,6 +65,15 @@ __device__ __forceinline__ int find_sequence_warp(const int64_t* offsets, int ba
     if (below != 0xffffffffu) break;
   }
   return b;
+}
+
+// A decode CTA of a multi-split sequence, after every thread's workspace writes: one arrival for
+// sequence b, released at GPU scope (each thread's fence orders its own writes; the barrier
+// gathers them before thread 0's add). The combine's warps for b wait for all of b's CTAs.
+__device__ __forceinline__ void signal_partials_written(const DecodeKernelParams& p, int b, int tid) {
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) atomicAdd(&p.arrivals[b], 1u);
 }
 
 }  // namespace tilemix::gpu

@@ -59,8 +59,9 @@ bool validate(const DecodeParams& p, bool int8, const std::string& context) {
   } else {
     require(p.cache.k && p.cache.v, context, "an FP16 cache needs k and v");
   }
-  require(p.total_splits == p.batch || p.workspace, context,
-          "workspace is required when a sequence has more than one split (decode_workspace_bytes)");
+  require(p.total_splits == p.batch || (p.workspace && p.arrivals), context,
+          "workspace and arrivals are required when a sequence has more than one split "
+          "(decode_workspace_bytes, decode_arrival_bytes)");
   return true;
 }
 
@@ -104,6 +105,7 @@ void run(const DecodeParams& p, bool int8, void* stream, const char* name) {
     const size_t rows = static_cast<size_t>(p.total_splits) * p.hq * kMaxDecodeTokens;
     k.ws_ml = static_cast<float2*>(p.workspace);
     k.ws_o = reinterpret_cast<float*>(k.ws_ml + rows);
+    k.arrivals = p.arrivals;
   }
   k.total_new = p.total_new;
   k.cache_row_bytes = static_cast<int64_t>(p.hk) * p.d * (int8 ? 1 : 2);

@@ -159,6 +159,8 @@ TEST_CASE("decode over the INT8 and FP16 caches matches the emulator", "[gpu][de
             const Agreement a = agreement(gpu.run(CacheKind::int8), expected);
             INFO("mainloop " << to_string(mainloop) << ": " << a.describe());
             CHECK(tight(a));
+            // The combine set its per-sequence counts back for the next call.
+            CHECK(gpu.arrival_counts() == std::vector<unsigned>(2 * shape.batch(), 0u));
           }
           if (route.layout == LayoutKind::zero) {
             const Agreement f = agreement(gpu.run(CacheKind::fp16), emulate_decode_fp16(shape, pd.q, pd.fp16, splits));

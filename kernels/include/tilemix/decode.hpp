@@ -93,6 +93,10 @@ struct DecodeParams {
   int64_t total_splits = 0;
   // decode_workspace_bytes(...) bytes; may be null when that is 0.
   void* workspace = nullptr;
+  // decode_arrival_bytes(batch) bytes, zero before the first call (a call with more than one split
+  // per sequence leaves them zero again; unlike the workspace they must not be overwritten
+  // between calls); may be null when the workspace is. Calls that share them run one at a time.
+  unsigned* arrivals = nullptr;
   // decode_int8 only: the mainloop (wgmma needs d = 128 and at most 64 rows per CTA).
   DecodeMainloop mainloop = DecodeMainloop::automatic;
 };
@@ -104,6 +108,10 @@ inline size_t decode_workspace_bytes(int hq, int d, int batch, int64_t total_spl
   if (total_splits <= batch) return 0;
   return static_cast<size_t>(total_splits) * hq * kMaxDecodeTokens * (2 + d) * sizeof(float);
 }
+
+// Counters per sequence with which the combine of the split partial states waits for exactly the
+// decode CTAs of its own sequence (kernels/decode/combine.cu).
+inline size_t decode_arrival_bytes(int batch) { return 2 * static_cast<size_t>(batch) * sizeof(unsigned); }
 
 // The mainloop a call with this cache and shape runs (`requested` resolved; the dispatch point
 // makes the same choice).
