@@ -68,12 +68,11 @@ __device__ __forceinline__ int find_sequence_warp(const int64_t* offsets, int ba
 }
 
 // A decode CTA of a multi-split sequence, after every thread's workspace writes: one arrival for
-// sequence b, released at GPU scope (each thread's fence orders its own writes; the barrier
-// gathers them before thread 0's add). The combine's warps for b wait for all of b's CTAs.
+// sequence b. The barrier orders every thread's writes before thread 0's add, whose release at
+// GPU scope is cumulative: a combine warp that acquires the count sees them all.
 __device__ __forceinline__ void signal_partials_written(const DecodeKernelParams& p, int b, int tid) {
-  __threadfence();
   __syncthreads();
-  if (tid == 0) atomicAdd(&p.arrivals[b], 1u);
+  if (tid == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(p.arrivals + b) : "memory");
 }
 
 }  // namespace tilemix::gpu
