@@ -46,15 +46,20 @@ constexpr int kCombineUnboundedCtasPerSm = 4;
 
 // Waits until sequence b's `expected` decode CTAs have signalled their partial states
 // (signal_partials_written), with acquire semantics at GPU scope for the loads that follow; every
-// lane polls the same word, so the loop is uniform. All decode CTAs are resident or done when a
-// dependent CTA runs, so the wait ends; a broken count traps after a minute or more instead of
-// hanging.
+// lane polls the same word, so the loop is uniform. The pause between polls doubles from 64 ns to
+// 1 us: combine CTAs sit beside the decode kernel's last CTAs, and polling back to back (decode
+// v13, first build) slowed those by 2-6%. All decode CTAs are resident or done when a dependent
+// CTA runs, so the wait ends; a broken count traps after a minute or more instead of hanging.
 __device__ __forceinline__ void wait_for_partials(const unsigned* arrivals, int b, unsigned expected) {
+  const unsigned* count = arrivals + b * kDecodeArrivalStride;
+  unsigned pause_ns = 64;
   for (unsigned polls = 0;; ++polls) {
     unsigned seen;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(arrivals + b) : "memory");
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(count) : "memory");
     if (seen >= expected) return;
-    if (polls > (1u << 27)) __trap();  // each poll is a round trip to L2
+    if (polls > (1u << 26)) __trap();
+    __nanosleep(pause_ns);
+    pause_ns = min(2 * pause_ns, 1024u);
   }
 }
 
@@ -63,9 +68,11 @@ __device__ __forceinline__ void wait_for_partials(const unsigned* arrivals, int 
 // call's decode kernel starts after this grid has ended).
 __device__ __forceinline__ void release_sequence(unsigned* arrivals, int batch, int b, int64_t rows, int lane) {
   if (lane != 0) return;
-  if (atomicAdd(&arrivals[batch + b], 1u) + 1u == static_cast<unsigned>(rows)) {
-    arrivals[b] = 0u;
-    arrivals[batch + b] = 0u;
+  unsigned* count = arrivals + b * kDecodeArrivalStride;
+  unsigned* seen_by = arrivals + (batch + b) * kDecodeArrivalStride;
+  if (atomicAdd(seen_by, 1u) + 1u == static_cast<unsigned>(rows)) {
+    *count = 0u;
+    *seen_by = 0u;
   }
 }
 

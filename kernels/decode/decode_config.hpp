@@ -19,6 +19,11 @@ static_assert(kDecodeBlockN == kBlockK, "a decode key tile is one cache scale bl
 
 enum class DecodeCache { int8, fp16 };
 
+// The split combine's per-sequence counts (kernels/decode/combine.cu) lie 128 bytes apart: every
+// combine warp of a sequence polls its count, and counts that shared a line would put all of that
+// polling on one L2 slice, beside the decode kernel's last tiles (decode v13, docs/perf-notes.md).
+inline constexpr int kDecodeArrivalStride = 32;  // 4-byte counts
+
 // The wgmma kernel: one warpgroup, the CTA's rows padded to the 64 rows of a wgmma tile, d = 128.
 // Two stages (a tile's successor is issued under its P V, so one or two 16 KB tiles are in flight
 // while one is computed) and the FP16 K written over its own stage keep shared memory at 72 KB, so

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "kernels/decode/decode_config.hpp"
+
 namespace tilemix::gpu {
 
 struct DecodeKernelParams {
@@ -26,8 +28,8 @@ struct DecodeKernelParams {
   // (m, l) and the unnormalized O.
   float2* ws_ml;
   float* ws_o;
-  // Per sequence: [0, batch) the decode CTAs that have written their partial states, [batch,
-  // 2 batch) the combine warps that have seen them all; zero between calls (signal_partials_written).
+  // Per sequence b, kDecodeArrivalStride apart: at b the decode CTAs that have written their
+  // partial states, at batch + b the combine warps that have seen them all; zero between calls.
   unsigned* arrivals;
   int64_t total_new;
   int64_t cache_row_bytes;  // between consecutive tokens of one KV head
@@ -72,7 +74,7 @@ __device__ __forceinline__ int find_sequence_warp(const int64_t* offsets, int ba
 // GPU scope is cumulative: a combine warp that acquires the count sees them all.
 __device__ __forceinline__ void signal_partials_written(const DecodeKernelParams& p, int b, int tid) {
   __syncthreads();
-  if (tid == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(p.arrivals + b) : "memory");
+  if (tid == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(p.arrivals + b * kDecodeArrivalStride) : "memory");
 }
 
 }  // namespace tilemix::gpu

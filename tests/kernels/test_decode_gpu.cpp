@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <string>
+#include <algorithm>
 #include <vector>
 
 #include "apps/common/decode_gpu.hpp"
@@ -160,7 +161,8 @@ TEST_CASE("decode over the INT8 and FP16 caches matches the emulator", "[gpu][de
             INFO("mainloop " << to_string(mainloop) << ": " << a.describe());
             CHECK(tight(a));
             // The combine set its per-sequence counts back for the next call.
-            CHECK(gpu.arrival_counts() == std::vector<unsigned>(2 * shape.batch(), 0u));
+            const std::vector<unsigned> counts = gpu.arrival_counts();
+            CHECK(std::all_of(counts.begin(), counts.end(), [](unsigned c) { return c == 0u; }));
           }
           if (route.layout == LayoutKind::zero) {
             const Agreement f = agreement(gpu.run(CacheKind::fp16), emulate_decode_fp16(shape, pd.q, pd.fp16, splits));

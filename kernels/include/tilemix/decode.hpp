@@ -111,7 +111,9 @@ inline size_t decode_workspace_bytes(int hq, int d, int batch, int64_t total_spl
 
 // Counters per sequence with which the combine of the split partial states waits for exactly the
 // decode CTAs of its own sequence (kernels/decode/combine.cu).
-inline size_t decode_arrival_bytes(int batch) { return 2 * static_cast<size_t>(batch) * sizeof(unsigned); }
+inline size_t decode_arrival_bytes(int batch) {
+  return 2 * static_cast<size_t>(batch) * kDecodeArrivalStride * sizeof(unsigned);
+}
 
 // The mainloop a call with this cache and shape runs (`requested` resolved; the dispatch point
 // makes the same choice).
