@@ -5,9 +5,9 @@
 // chunks past 128 query rows), d 64 and 128, layouts zero, one, band and sptrans; zero block
 // scales and zero queries beside illegal keys; and a flipped routing bit is caught.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstring>
 #include <string>
-#include <algorithm>
 #include <vector>
 
 #include "apps/common/decode_gpu.hpp"
