@@ -230,6 +230,7 @@ gpu::DecodeParams DecodeGpu::params(CacheKind kind) const {
   p.total_splits = splits_.total_splits();
   p.workspace = workspace_.data();
   p.arrivals = arrivals_.as<unsigned>();
+  p.combine_wait = combine_wait_;
   if (kind == CacheKind::int8) p.mainloop = mainloop_;
   return p;
 }

@@ -98,6 +98,8 @@ class DecodeGpu {
   std::vector<unsigned> arrival_counts() const;
   // The INT8 cache's mainloop (automatic unless set).
   void set_mainloop(DecodeMainloop mainloop) { mainloop_ = mainloop; }
+  // What the split combine waits for (automatic unless set).
+  void set_combine_wait(DecodeCombineWait wait) { combine_wait_ = wait; }
   // The mainloop a call of `kind` runs (automatic resolved; the FP16 cache always mma.sync).
   DecodeMainloop resolved_mainloop(CacheKind kind) const;
   // Device bytes one call of `kind` keeps resident: its cache, queries, outputs, workspace and
@@ -118,6 +120,7 @@ class DecodeGpu {
   gpu::DeviceBuffer words_, group_;
   bool routed_ = false;
   DecodeMainloop mainloop_ = DecodeMainloop::automatic;
+  DecodeCombineWait combine_wait_ = DecodeCombineWait::automatic;
 };
 
 }  // namespace tilemix::app

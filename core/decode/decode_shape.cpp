@@ -16,6 +16,15 @@ const char* to_string(DecodeMainloop m) {
   return "?";
 }
 
+const char* to_string(DecodeCombineWait w) {
+  switch (w) {
+    case DecodeCombineWait::automatic: return "auto";
+    case DecodeCombineWait::grid: return "grid";
+    case DecodeCombineWait::sequence: return "sequence";
+  }
+  return "?";
+}
+
 int64_t DecodeShape::total_new() const {
   int64_t total = 0;
   for (int64_t n : new_tokens) total += n;

@@ -20,6 +20,11 @@ constexpr int kMaxDecodeTokens = 16;
 enum class DecodeMainloop { automatic, mma_sync, wgmma };
 const char* to_string(DecodeMainloop m);
 
+// What the combine of split partial states waits for: the whole decode grid, or each sequence's
+// own decode CTAs (automatic: per sequence when the decode grid spans more than one wave).
+enum class DecodeCombineWait { automatic, grid, sequence };
+const char* to_string(DecodeCombineWait w);
+
 struct DecodeShape {
   int hq = 0, hk = 0, d = 0;
   float softmax_scale = 0.0f;         // 0 = 1/sqrt(d), resolved by validate_decode

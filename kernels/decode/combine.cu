@@ -4,11 +4,12 @@
 //   o = fp16(sum w_s O_s / L); lse = (M + log2 L) * ln 2.
 // Single-split sequences were written by the decode kernel itself (w = 1 makes that identical).
 // Launched as a programmatic dependent of the decode kernel: its CTAs start once every decode CTA
-// has started, and a warp waits only for its own sequence's decode CTAs (their arrival count),
-// not for the whole decode grid. The decode grid runs the sequences in order, so the rows of all
-// but the last sequences are combined while the decode kernel's last wave still runs (before
-// decode v13 the combine began after the decode kernel's end: 44 us at 16k x 64 x 16 new tokens;
-// docs/perf-notes.md).
+// has started. When the decode grid spans more than one wave a warp waits only for its own
+// sequence's decode CTAs (their arrival count): the grid runs the sequences in order, so the rows
+// of all but the last sequences are combined while the decode kernel's last wave still runs
+// (before decode v13 the combine began after the decode kernel's end: 44 us at 16k x 64 x 16 new
+// tokens). Within one wave every sequence ends with the grid, and waiting for the grid on chip
+// (griddepcontrol) measured 1-3% faster there than the counts (docs/perf-notes.md, decode v13).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -94,8 +95,12 @@ __global__ void __launch_bounds__(32 * kCombineWarps, kMinCtasPerSm)
   const int64_t i = token - p.cu_new[b];
   const auto ws_row = [&](int64_t s) { return (s * p.hq + h) * kMaxDecodeTokens + i; };
   if (last - first == 1) return;  // the decode kernel wrote the output
-  wait_for_partials(p.arrivals, b, static_cast<unsigned>((last - first) * p.hk * p.head_chunks));
-  release_sequence(p.arrivals, p.batch, b, (p.cu_new[b + 1] - p.cu_new[b]) * p.hq, lane);
+  if (p.per_sequence_combine) {
+    wait_for_partials(p.arrivals, b, static_cast<unsigned>((last - first) * p.hk * p.head_chunks));
+    release_sequence(p.arrivals, p.batch, b, (p.cu_new[b + 1] - p.cu_new[b]) * p.hq, lane);
+  } else {
+    wait_for_prerequisite_grid();
+  }
 
   // M over the splits, 32 of them per round of memory latency (a maximum is exact in any order).
   float m = -INFINITY;

@@ -30,7 +30,9 @@ struct DecodeKernelParams {
   float* ws_o;
   // Per sequence b, kDecodeArrivalStride apart: at b the decode CTAs that have written their
   // partial states, at batch + b the combine warps that have seen them all; zero between calls.
+  // Used when per_sequence_combine is set; otherwise the combine waits for the whole decode grid.
   unsigned* arrivals;
+  int per_sequence_combine;
   int64_t total_new;
   int64_t cache_row_bytes;  // between consecutive tokens of one KV head
   int batch, hq, hk;
@@ -73,6 +75,7 @@ __device__ __forceinline__ int find_sequence_warp(const int64_t* offsets, int ba
 // sequence b. The barrier orders every thread's writes before thread 0's add, whose release at
 // GPU scope is cumulative: a combine warp that acquires the count sees them all.
 __device__ __forceinline__ void signal_partials_written(const DecodeKernelParams& p, int b, int tid) {
+  if (!p.per_sequence_combine) return;
   __syncthreads();
   if (tid == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(p.arrivals + b * kDecodeArrivalStride) : "memory");
 }

@@ -1,11 +1,14 @@
 // The one dispatch point of the decode kernels: checks a call, picks the head chunking and the row
 // configuration, launches the split-K kernel and, when some sequence has several splits, the combine.
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
 #include "core/decode/decode_shape.hpp"
+#include "kernels/common/check.cuh"
 #include "kernels/decode/decode_config.hpp"
 #include "kernels/decode/decode_params.cuh"
 #include "kernels/decode/launch.hpp"
@@ -65,6 +68,14 @@ bool validate(const DecodeParams& p, bool int8, const std::string& context) {
   return true;
 }
 
+// Whether a grid of `ctas` decode CTAs takes more than one wave of the device's multiprocessors.
+bool spans_waves(int64_t ctas, int resident_per_sm, const std::string& context) {
+  int device = 0, sms = 0;
+  TILEMIX_CUDA_CHECK(cudaGetDevice(&device), context);
+  TILEMIX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), context);
+  return ctas > static_cast<int64_t>(sms) * resident_per_sm;
+}
+
 template <int kHeadDim, DecodeCache kCache>
 void launch_rows(int rows, const DecodeKernelParams& k, int64_t total_splits, void* stream,
                  const std::string& context) {
@@ -107,6 +118,15 @@ void run(const DecodeParams& p, bool int8, void* stream, const char* name) {
     k.ws_o = reinterpret_cast<float*>(k.ws_ml + rows);
     k.arrivals = p.arrivals;
   }
+  const int rows = decode_cta_rows(p.hq, p.hk, p.max_new_tokens);
+  const DecodeCache cache = int8 ? DecodeCache::int8 : DecodeCache::fp16;
+  const DecodeMainloop mainloop = decode_mainloop(p.mainloop, cache, p.d, rows);
+  // Per-sequence waits pay off only when sequences end at different times, i.e. over several waves.
+  k.per_sequence_combine =
+      p.total_splits > p.batch &&
+      (p.combine_wait == DecodeCombineWait::sequence ||
+       (p.combine_wait == DecodeCombineWait::automatic &&
+        spans_waves(p.total_splits * p.hk * head_chunks, decode_resident_ctas(cache, rows, mainloop), context)));
   k.total_new = p.total_new;
   k.cache_row_bytes = static_cast<int64_t>(p.hk) * p.d * (int8 ? 1 : 2);
   k.batch = p.batch;
@@ -118,9 +138,6 @@ void run(const DecodeParams& p, bool int8, void* stream, const char* name) {
   k.tiles_per_split = p.tiles_per_split;
   k.scale_log2 = p.softmax_scale * kLog2e;  // fp32 product, as the emulator forms it
 
-  const int rows = decode_cta_rows(p.hq, p.hk, p.max_new_tokens);
-  const DecodeCache cache = int8 ? DecodeCache::int8 : DecodeCache::fp16;
-  const DecodeMainloop mainloop = decode_mainloop(p.mainloop, cache, p.d, rows);
   if (mainloop == DecodeMainloop::wgmma) {
     require(decode_wgmma_applies(cache, p.d, rows), context,
             "the wgmma mainloop needs the INT8 cache, d=128 and at most 64 query rows per CTA (got " +

@@ -157,12 +157,17 @@ TEST_CASE("decode over the INT8 and FP16 caches matches the emulator", "[gpu][de
           if (gpu::decode_wgmma_applies(gpu::DecodeCache::int8, pr.d, rows)) mainloops.push_back(DecodeMainloop::wgmma);
           for (DecodeMainloop mainloop : mainloops) {
             gpu.set_mainloop(mainloop);
-            const Agreement a = agreement(gpu.run(CacheKind::int8), expected);
-            INFO("mainloop " << to_string(mainloop) << ": " << a.describe());
-            CHECK(tight(a));
-            // The combine set its per-sequence counts back for the next call.
-            const std::vector<unsigned> counts = gpu.arrival_counts();
-            CHECK(std::all_of(counts.begin(), counts.end(), [](unsigned c) { return c == 0u; }));
+            // Both ways for the combine to wait (the automatic choice depends on the grid's waves).
+            for (DecodeCombineWait wait : {DecodeCombineWait::grid, DecodeCombineWait::sequence}) {
+              gpu.set_combine_wait(wait);
+              const Agreement a = agreement(gpu.run(CacheKind::int8), expected);
+              INFO("mainloop " << to_string(mainloop) << ", combine waits for " << to_string(wait) << ": "
+                               << a.describe());
+              CHECK(tight(a));
+              // The combine set its per-sequence counts back for the next call.
+              const std::vector<unsigned> counts = gpu.arrival_counts();
+              CHECK(std::all_of(counts.begin(), counts.end(), [](unsigned c) { return c == 0u; }));
+            }
           }
           if (route.layout == LayoutKind::zero) {
             const Agreement f = agreement(gpu.run(CacheKind::fp16), emulate_decode_fp16(shape, pd.q, pd.fp16, splits));

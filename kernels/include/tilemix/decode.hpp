@@ -97,6 +97,7 @@ struct DecodeParams {
   // per sequence leaves them zero again; unlike the workspace they must not be overwritten
   // between calls); may be null when the workspace is. Calls that share them run one at a time.
   unsigned* arrivals = nullptr;
+  DecodeCombineWait combine_wait = DecodeCombineWait::automatic;
   // decode_int8 only: the mainloop (wgmma needs d = 128 and at most 64 rows per CTA).
   DecodeMainloop mainloop = DecodeMainloop::automatic;
 };
