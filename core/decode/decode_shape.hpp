@@ -21,7 +21,8 @@ enum class DecodeMainloop { automatic, mma_sync, wgmma };
 const char* to_string(DecodeMainloop m);
 
 // What the combine of split partial states waits for: the whole decode grid, or each sequence's
-// own decode CTAs (automatic: per sequence when the decode grid spans more than one wave).
+// own decode CTAs (automatic: per sequence when there are several sequences and the decode grid
+// spans more than one wave).
 enum class DecodeCombineWait { automatic, grid, sequence };
 const char* to_string(DecodeCombineWait w);
 

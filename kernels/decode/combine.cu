@@ -4,12 +4,13 @@
 //   o = fp16(sum w_s O_s / L); lse = (M + log2 L) * ln 2.
 // Single-split sequences were written by the decode kernel itself (w = 1 makes that identical).
 // Launched as a programmatic dependent of the decode kernel: its CTAs start once every decode CTA
-// has started. When the decode grid spans more than one wave a warp waits only for its own
-// sequence's decode CTAs (their arrival count): the grid runs the sequences in order, so the rows
-// of all but the last sequences are combined while the decode kernel's last wave still runs
-// (before decode v13 the combine began after the decode kernel's end: 44 us at 16k x 64 x 16 new
-// tokens). Within one wave every sequence ends with the grid, and waiting for the grid on chip
-// (griddepcontrol) measured 1-3% faster there than the counts (docs/perf-notes.md, decode v13).
+// has started. When several sequences span more than one wave of decode CTAs a warp waits only for
+// its own sequence's decode CTAs (their arrival count): the grid runs the sequences in order, so
+// the rows of all but the last sequences are combined while the decode kernel's last wave still
+// runs (before decode v13 the combine began after the decode kernel's end: 44 us at 16k x 64 x 16
+// new tokens). Within one wave, or with one sequence, every row waits for the end of the grid
+// anyway, and the on-chip wait for it (griddepcontrol) measured 1-3% faster there than the counts
+// (docs/perf-notes.md, decode v13).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
