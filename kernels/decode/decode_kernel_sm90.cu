@@ -74,21 +74,16 @@ struct DecodeWgmmaSmem {
   }
 };
 
-// A 64-key x 128-code tile (K-major, 128-byte swizzle) as items (key, 16-code chunk): warp w
-// owns keys 16w .. 16w + 15, and item i of a lane is key 16w + lane % 16, chunk lane / 16 + 2 i.
-// The 8 threads of a 16-byte shared-memory phase hold 8 consecutive keys of one chunk, which the
-// swizzle puts in 8 distinct bank groups, both for the code loads and for the FP16 stores below.
-// The FP16 K of a key lies over that key's K8 and V8 rows, so a warp may write it once its own
-// lanes hold their codes (a warp barrier, not a CTA one).
+// A 64-key x 128-code tile (K-major, 128-byte swizzle) as items (key, 16-code chunk): item
+// tid + 128 i of a thread is key tid % 64, chunk tid / 64 + 2 i. The 8 threads of a 16-byte
+// shared-memory phase hold 8 consecutive keys of one chunk, which the swizzle puts in 8 distinct
+// bank groups, both for the code loads and for the FP16 stores below.
 constexpr int kCodeItems = kDecodeBlockN * (kDecodeWgmmaDim / 16) / 128;
-
-__device__ __forceinline__ int item_key(int tid) { return 16 * (tid >> 5) + (tid & 15); }
-__device__ __forceinline__ int item_chunk(int tid, int i) { return ((tid >> 4) & 1) + 2 * i; }
 
 __device__ __forceinline__ void load_code_items(const char* codes, int tid, uint4 (&items)[kCodeItems]) {
 #pragma unroll
   for (int i = 0; i < kCodeItems; ++i) {
-    items[i] = *reinterpret_cast<const uint4*>(codes + sw128_offset(item_key(tid), 16 * item_chunk(tid, i)));
+    items[i] = *reinterpret_cast<const uint4*>(codes + sw128_offset(tid % 64, 16 * (tid / 64 + 2 * i)));
   }
 }
 
@@ -97,7 +92,7 @@ __device__ __forceinline__ void load_code_items(const char* codes, int tid, uint
 __device__ __forceinline__ void store_half_items(char* halves, int tid, const uint4 (&items)[kCodeItems]) {
 #pragma unroll
   for (int i = 0; i < kCodeItems; ++i) {
-    const int key = item_key(tid), chunk = item_chunk(tid, i);
+    const int key = tid % 64, chunk = tid / 64 + 2 * i;
     const uint32_t w[4] = {bias_codes(items[i].x), bias_codes(items[i].y), bias_codes(items[i].z),
                            bias_codes(items[i].w)};
     char* block = halves + (chunk / 4) * DecodeWgmmaSmem::kHalfBlock;
@@ -239,7 +234,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
         uint4 k_codes[kCodeItems];
         load_code_items(k8_ptr, tid, k_codes);
         load_code_items(v8_ptr, tid, v_codes);
-        __syncwarp();  // the warp's keys' K8 and V8 codes are in registers: its FP16 K may overwrite them
+        __syncthreads();  // every thread holds its K8 and V8 codes: FP16 K may overwrite the stage
         store_half_items(smem + stage * Smem::kStageBytes, tid, k_codes);
         fence_proxy_async_shared();
         __syncthreads();
