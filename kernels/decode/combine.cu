@@ -9,8 +9,8 @@
 // the rows of all but the last sequences are combined while the decode kernel's last wave still
 // runs (before decode v13 the combine began after the decode kernel's end: 44 us at 16k x 64 x 16
 // new tokens). Within one wave, or with one sequence, every row waits for the end of the grid
-// anyway, and the on-chip wait for it (griddepcontrol) measured 1-3% faster there than the counts
-// (docs/perf-notes.md, decode v13).
+// anyway, and the on-chip wait for it (griddepcontrol) measured up to 3% faster there than the
+// counts (docs/perf-notes.md, decode v13).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -49,9 +49,10 @@ constexpr int kCombineUnboundedCtasPerSm = 4;
 // Waits until sequence b's `expected` decode CTAs have signalled their partial states
 // (signal_partials_written), with acquire semantics at GPU scope for the loads that follow; every
 // lane polls the same word, so the loop is uniform. The pause between polls doubles from 64 ns to
-// 1 us: combine CTAs sit beside the decode kernel's last CTAs, and polling back to back (decode
-// v13, first build) slowed those by 2-6%. All decode CTAs are resident or done when a dependent
-// CTA runs, so the wait ends; a broken count traps after a minute or more instead of hanging.
+// 1 us: combine CTAs sit beside the decode kernel's last CTAs, and with short pauses or none and
+// the counts in one line (decode v13's first two builds) the FP16 cache's calls were 1-6% slower.
+// All decode CTAs are resident or done when a dependent CTA runs, so the wait ends; a broken count
+// traps after a minute or more instead of hanging.
 __device__ __forceinline__ void wait_for_partials(const unsigned* arrivals, int b, unsigned expected) {
   const unsigned* count = arrivals + b * kDecodeArrivalStride;
   unsigned pause_ns = 64;

@@ -77,7 +77,9 @@ __device__ __forceinline__ int find_sequence_warp(const int64_t* offsets, int ba
 __device__ __forceinline__ void signal_partials_written(const DecodeKernelParams& p, int b, int tid) {
   if (!p.per_sequence_combine) return;
   __syncthreads();
-  if (tid == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(p.arrivals + b * kDecodeArrivalStride) : "memory");
+  if (tid == 0) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(p.arrivals + b * kDecodeArrivalStride) : "memory");
+  }
 }
 
 }  // namespace tilemix::gpu

@@ -123,7 +123,7 @@ void run(const DecodeParams& p, bool int8, void* stream, const char* name) {
   const DecodeMainloop mainloop = decode_mainloop(p.mainloop, cache, p.d, rows);
   // Per-sequence waits pay off only when sequences end at different times: several sequences over
   // several waves (decode v13: -3% at 16k x 64 x 16 new tokens; within one wave, or with a single
-  // sequence, 1-3% slower than the wait for the grid).
+  // sequence, up to 3% slower than the wait for the grid).
   k.per_sequence_combine =
       p.total_splits > p.batch &&
       (p.combine_wait == DecodeCombineWait::sequence ||
