@@ -227,8 +227,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
         wgmma_wait_all();
         wgmma_fence_operands(acc);
 #pragma unroll
-        for (int i = 0; i < 32; ++i) x[i] = small_int_to_float(acc[i]);
-        static_assert(D * 128 * 128 <= (1 << 22), "the scores fit small_int_to_float");
+        for (int i = 0; i < 32; ++i) x[i] = __int2float_rn(acc[i]);
         f[0] = nonzero_factor(__fmul_rn(q_factor[0], scales[0]));
         f[1] = nonzero_factor(__fmul_rn(q_factor[1], scales[0]));
       } else {

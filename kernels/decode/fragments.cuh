@@ -36,15 +36,6 @@ __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
   return y;
 }
 
-// An INT8 score accumulator as a float, exactly, without the conversion unit: for |acc| <= 2^22
-// (a dot product of at most 256 pairs of 8-bit codes), 1.5 * 2^23 + acc is a float whose unit is
-// 1 and whose bits are those of 0x4B400000 + acc; subtracting 1.5 * 2^23 leaves acc. An
-// integer add and a float add on the full-rate pipes instead of I2F, which shares the quarter-rate
-// pipe with the softmax's exp2.
-__device__ __forceinline__ float small_int_to_float(int acc) {
-  return __fsub_rn(__int_as_float(0x4B400000 + acc), 12582912.0f);
-}
-
 // The row factor f of s = x * f as the kernels use it. f = 0 comes from a zero block scale (whose
 // codes, and hence x, are all 0) or an underflowed product; FLT_MIN in its place leaves x * f = 0
 // for x = 0 and lets -inf (an illegal key) pass through fma(x, f, -m) as -inf instead of NaN.
