@@ -46,4 +46,12 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map
       : "memory");
 }
 
+// The box at coordinate c0 of a 1-D tensor into `dst`.
+__device__ __forceinline__ void tma_load_1d(uint32_t dst, const CUtensorMap* map, int c0, uint32_t bar) {
+  asm volatile("cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2}], [%3];\n" ::
+                   "r"(dst),
+               "l"(map), "r"(c0), "r"(bar)
+               : "memory");
+}
+
 }  // namespace tilemix::gpu

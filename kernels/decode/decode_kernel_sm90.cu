@@ -52,8 +52,9 @@ namespace {
 
 // Shared memory of the wgmma kernel, every operand 1024-byte aligned:
 // [stage s: K8 | V8, or after the conversions K in FP16 (two 64-channel blocks)] x kStages |
-// Q (FP16, two blocks) | Q8 | V (FP16, two blocks) | scales [kStages][K, V] | the stages'
-// mbarriers | per-head |Q| maxima [64]. 72 KB: three CTAs per multiprocessor.
+// Q (FP16, two blocks) | Q8 | V (FP16, two blocks) | scales [kStages][K, V] (each a 16-byte TMA
+// box in a 128-byte slot) | the stages' mbarriers | per-head |Q| maxima [64]. 73 KB: three CTAs
+// per multiprocessor.
 struct DecodeWgmmaSmem {
   using Tile = SwizzledTile<kDecodeBlockN, kDecodeWgmmaDim>;  // 64 keys x 128 codes
   static constexpr int kStages = kDecodeWgmmaStages;
@@ -64,7 +65,8 @@ struct DecodeWgmmaSmem {
   static constexpr int kQ8 = kQ16 + 2 * kHalfBlock;
   static constexpr int kV16 = kQ8 + kDecodeWgmmaRows * 128;
   static constexpr int kScales = kV16 + 2 * kHalfBlock;
-  static constexpr int kBarriers = kScales + kStages * 8;
+  static constexpr int kScaleSlot = 128;
+  static constexpr int kBarriers = kScales + kStages * 2 * kScaleSlot;
   static constexpr int kHeadAbsmax = kBarriers + kStages * 8;
   static constexpr int kBytes = kHeadAbsmax + kDecodeWgmmaRows * 4;
   static constexpr int kAllocBytes = kBytes + 1024;  // the base is aligned at run time
@@ -125,36 +127,27 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
   const int g = lane >> 2, tq = lane & 3;
 
   // Cache tiles by TMA (decode v16): thread 0 sends the K8 and V8 boxes (64 tokens of the KV head,
-  // 128-byte swizzled as wgmma reads them), completing on the stage's mbarrier, and stores the
-  // tile's two block scales beside them, loaded one issue ahead (the CTA barrier at the top of
-  // the tile orders those stores before their reads). Rows past the sequence's end come from its
-  // capacity: finite codes whose keys are masked (p = 0). Tile i of the CTA uses stage
-  // i % kStages in phase (i / kStages) % 2.
+  // 128-byte swizzled as wgmma reads them) and the two block scales of a tile, all completing on
+  // the stage's mbarrier. Rows past the sequence's end come from its capacity: finite codes whose
+  // keys are masked (p = 0). Tile i of the CTA uses stage i % kStages in phase (i / kStages) % 2.
   const int first_token = static_cast<int>(p.cu_capacity[blk.b]) + blk.tile_begin * kDecodeBlockN;
-  const int64_t first_scale = (p.cu_blocks[blk.b] + blk.tile_begin) * p.hk + blk.kv_head;
+  const int first_scale = static_cast<int>((p.cu_blocks[blk.b] + blk.tile_begin) * p.hk) + blk.kv_head;
   const auto barrier_of = [&](int stage) { return base + Smem::kBarriers + 8 * stage; };
-  float next_scales[2] = {0.0f, 0.0f};  // thread 0: the K and V scales of the tile it sends next
-  const auto load_scales = [&](int tile_index) {
-    next_scales[0] = __ldg(p.k_scale + first_scale + static_cast<int64_t>(tile_index) * p.hk);
-    next_scales[1] = __ldg(p.v_scale + first_scale + static_cast<int64_t>(tile_index) * p.hk);
-  };
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < kStages; ++s) mbarrier_init(barrier_of(s), 1);
     fence_mbarrier_init();
-    if (blk.tile_begin < blk.tile_end) load_scales(0);
   }
   const auto issue = [&](int stage, int tile_index) {
     if (tid != 0) return;
     const uint32_t k_dst = base + stage * Smem::kStageBytes, bar = barrier_of(stage);
-    mbarrier_arrive_expect_tx(bar, 2 * Smem::kTileBytes);
+    const uint32_t scales = base + Smem::kScales + stage * 2 * Smem::kScaleSlot;
+    mbarrier_arrive_expect_tx(bar, 2 * Smem::kTileBytes + 2 * 16);
     const int token = first_token + tile_index * kDecodeBlockN;
     tma_load_3d(k_dst, &p.k_map, 0, blk.kv_head, token, bar);
     tma_load_3d(k_dst + Smem::kTileBytes, &p.v_map, 0, blk.kv_head, token, bar);
-    float* scales = reinterpret_cast<float*>(smem + Smem::kScales + stage * 8);
-    scales[0] = next_scales[0];
-    scales[1] = next_scales[1];
-    if (blk.tile_begin + tile_index + 1 < blk.tile_end) load_scales(tile_index + 1);
+    tma_load_1d(scales, &p.k_scale_map, first_scale + tile_index * p.hk, bar);
+    tma_load_1d(scales + Smem::kScaleSlot, &p.v_scale_map, first_scale + tile_index * p.hk, bar);
   };
   // The routing word and Q are requested before the cache tiles, which would delay them by the
   // time every CTA's first tiles take to arrive (the mma.sync kernel says more).
@@ -238,7 +231,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     const char* v8_ptr = k8_ptr + Smem::kTileBytes;
     // The tile's K and V block scales (read before the barrier ahead of P V, after which the
     // stage, scales included, takes the tile kStages ahead).
-    const float* scales = reinterpret_cast<const float*>(smem + Smem::kScales + stage * 8);
+    const float* scales = reinterpret_cast<const float*>(smem + Smem::kScales + stage * 2 * Smem::kScaleSlot);
     // One tile on either route, each instance a straight line for the scheduler.
     const auto tile_step = [&](auto int8_tag) {
       constexpr bool kInt8Route = decltype(int8_tag)::value;
@@ -330,7 +323,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
 
       // O += P V: the k16 step kk covers keys 16 kk .. 16 kk + 15, i.e. score blocks 2 kk and
       // 2 kk + 1, which are exactly the A fragment of that step; V is read MN-major.
-      const float v_scale = scales[1];
+      const float v_scale = scales[Smem::kScaleSlot / 4];
       uint32_t a[4][4];
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
@@ -427,7 +420,8 @@ void encode_tensor_map(CUtensorMap* map, const char* name, CUtensorMapDataType t
 }
 
 // The kernel's TMA descriptors: K8 and V8 as [tokens][hk][d] bytes in boxes of 64 tokens x 1 head
-// x d with the 128-byte swizzle (the layout the cp.async loader wrote before).
+// x d with the 128-byte swizzle (the layout the cp.async loader wrote before), the block scales as
+// 1-D [blocks * hk] floats in boxes of 4 (16 bytes, the smallest box; the kernel uses the first).
 void set_tensor_maps(DecodeKernelParams& p, const std::string& context) {
   const cuuint64_t tokens = static_cast<cuuint64_t>(p.cache_tokens), hk = static_cast<cuuint64_t>(p.hk);
   const cuuint64_t cache_dims[3] = {kDecodeWgmmaDim, hk, tokens};
@@ -437,6 +431,13 @@ void set_tensor_maps(DecodeKernelParams& p, const std::string& context) {
                     CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, context);
   encode_tensor_map(&p.v_map, "V8", CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, p.v, cache_dims, cache_strides, cache_box,
                     CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, context);
+  const cuuint64_t scale_dims[1] = {static_cast<cuuint64_t>(p.cache_blocks) * hk};
+  const cuuint64_t scale_strides[1] = {scale_dims[0] * sizeof(float)};  // unused at rank 1
+  const cuuint32_t scale_box[1] = {4};
+  encode_tensor_map(&p.k_scale_map, "K scale", CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, p.k_scale, scale_dims,
+                    scale_strides, scale_box, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE, context);
+  encode_tensor_map(&p.v_scale_map, "V scale", CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, p.v_scale, scale_dims,
+                    scale_strides, scale_box, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE, context);
 }
 
 }  // namespace

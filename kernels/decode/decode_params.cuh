@@ -42,10 +42,10 @@ struct DecodeKernelParams {
   int head_chunks;    // CTAs per KV head and split
   int tiles_per_split;
   float scale_log2;  // softmax_scale * log2(e), rounded to fp32 once on the host
-  int64_t cache_tokens;  // rows of K and V
+  int64_t cache_tokens, cache_blocks;  // rows of K / V and of the scales
   // The wgmma kernel's TMA descriptors (launch_decode_wgmma): K8 and V8 as [tokens][hk][d] bytes
-  // in boxes of 64 tokens x 1 head x d.
-  CUtensorMap k_map, v_map;
+  // in boxes of 64 tokens x 1 head x d, the block scales as 1-D arrays in boxes of 4.
+  CUtensorMap k_map, v_map, k_scale_map, v_scale_map;
 };
 
 // Largest b with offsets[b] <= x, offsets ascending with offsets[0] = 0 <= x.
