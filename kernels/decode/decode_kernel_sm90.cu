@@ -402,20 +402,16 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder(const std::string& context)
   return encoder;
 }
 
-void encode_tensor_map(CUtensorMap* map, const char* name, CUtensorMapDataType type, cuuint32_t rank,
-                       const void* base, const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
-                       CUtensorMapSwizzle swizzle, CUtensorMapL2promotion promotion, const std::string& context) {
+void encode_tensor_map(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, const void* base,
+                       const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+                       CUtensorMapSwizzle swizzle, const std::string& context) {
   const cuuint32_t element_strides[3] = {1, 1, 1};
-  const CUresult result = tensor_map_encoder(context)(map, type, rank, const_cast<void*>(base), dims, strides, box,
-                                                      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-                                                      promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult result =
+      tensor_map_encoder(context)(map, type, rank, const_cast<void*>(base), dims, strides, box, element_strides,
+                                  CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS) {
-    std::string shape;
-    for (cuuint32_t i = 0; i < rank; ++i) {
-      shape += (i ? " x " : "") + std::to_string(dims[i]) + " (box " + std::to_string(box[i]) + ")";
-    }
-    throw std::runtime_error(context + ": cuTensorMapEncodeTiled failed for the " + name + " map, " + shape +
-                             " (CUresult " + std::to_string(result) + ")");
+    throw std::runtime_error(context + ": cuTensorMapEncodeTiled failed (CUresult " + std::to_string(result) + ")");
   }
 }
 
@@ -427,17 +423,16 @@ void set_tensor_maps(DecodeKernelParams& p, const std::string& context) {
   const cuuint64_t cache_dims[3] = {kDecodeWgmmaDim, hk, tokens};
   const cuuint64_t cache_strides[2] = {kDecodeWgmmaDim, hk * kDecodeWgmmaDim};
   const cuuint32_t cache_box[3] = {kDecodeWgmmaDim, 1, kDecodeBlockN};
-  encode_tensor_map(&p.k_map, "K8", CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, p.k, cache_dims, cache_strides, cache_box,
-                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, context);
-  encode_tensor_map(&p.v_map, "V8", CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, p.v, cache_dims, cache_strides, cache_box,
-                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, context);
+  encode_tensor_map(&p.k_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, p.k, cache_dims, cache_strides, cache_box,
+                    CU_TENSOR_MAP_SWIZZLE_128B, context);
+  encode_tensor_map(&p.v_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, p.v, cache_dims, cache_strides, cache_box,
+                    CU_TENSOR_MAP_SWIZZLE_128B, context);
   const cuuint64_t scale_dims[1] = {static_cast<cuuint64_t>(p.cache_blocks) * hk};
-  const cuuint64_t scale_strides[1] = {scale_dims[0] * sizeof(float)};  // unused at rank 1
   const cuuint32_t scale_box[1] = {4};
-  encode_tensor_map(&p.k_scale_map, "K scale", CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, p.k_scale, scale_dims,
-                    scale_strides, scale_box, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE, context);
-  encode_tensor_map(&p.v_scale_map, "V scale", CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, p.v_scale, scale_dims,
-                    scale_strides, scale_box, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE, context);
+  encode_tensor_map(&p.k_scale_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, p.k_scale, scale_dims, nullptr, scale_box,
+                    CU_TENSOR_MAP_SWIZZLE_NONE, context);
+  encode_tensor_map(&p.v_scale_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, p.v_scale, scale_dims, nullptr, scale_box,
+                    CU_TENSOR_MAP_SWIZZLE_NONE, context);
 }
 
 }  // namespace
