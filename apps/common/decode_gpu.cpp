@@ -61,8 +61,6 @@ gpu::DeviceKvCache GpuKvCaches::view(CacheKind kind) const {
   c.d = layout_.d;
   c.cu_capacity = cu_capacity_.as<const int64_t>();
   c.cu_blocks = cu_blocks_.as<const int64_t>();
-  c.tokens = layout_.cu_capacity.back();
-  c.blocks = layout_.cu_blocks.back();
   if (kind == CacheKind::int8) {
     c.k8 = k8_.as<int8_t>();
     c.v8 = v8_.as<int8_t>();

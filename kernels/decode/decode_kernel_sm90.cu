@@ -21,14 +21,11 @@
 //   5. O += P V: P times the V block scale rounded to FP16, straight from the score registers;
 //      under it the tile kStages ahead is issued into the stage this one leaves.
 // Epilogue: o = fp16(O / l) and LSE, or (m, l, O) of a split for the combine kernel.
-#include <cuda.h>
-#include <cudaTypedefs.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <type_traits>
 
@@ -37,7 +34,6 @@
 #include "kernels/common/copy.cuh"
 #include "kernels/common/dependent_launch.cuh"
 #include "kernels/common/mma.cuh"
-#include "kernels/common/tma.cuh"
 #include "kernels/common/wgmma.cuh"
 #include "kernels/decode/decode_config.hpp"
 #include "kernels/decode/decode_kernel.cuh"
@@ -52,9 +48,8 @@ namespace {
 
 // Shared memory of the wgmma kernel, every operand 1024-byte aligned:
 // [stage s: K8 | V8, or after the conversions K in FP16 (two 64-channel blocks)] x kStages |
-// Q (FP16, two blocks) | Q8 | V (FP16, two blocks) | scales [kStages][K, V] (each a 16-byte TMA
-// box in a 128-byte slot) | the stages' mbarriers | per-head |Q| maxima [64]. 73 KB: three CTAs
-// per multiprocessor.
+// Q (FP16, two blocks) | Q8 | V (FP16, two blocks) | scales [kStages][2] |
+// per-head |Q| maxima [64]. 72 KB: three CTAs per multiprocessor.
 struct DecodeWgmmaSmem {
   using Tile = SwizzledTile<kDecodeBlockN, kDecodeWgmmaDim>;  // 64 keys x 128 codes
   static constexpr int kStages = kDecodeWgmmaStages;
@@ -65,14 +60,13 @@ struct DecodeWgmmaSmem {
   static constexpr int kQ8 = kQ16 + 2 * kHalfBlock;
   static constexpr int kV16 = kQ8 + kDecodeWgmmaRows * 128;
   static constexpr int kScales = kV16 + 2 * kHalfBlock;
-  static constexpr int kScaleSlot = 128;
-  static constexpr int kBarriers = kScales + kStages * 2 * kScaleSlot;
-  static constexpr int kHeadAbsmax = kBarriers + kStages * 8;
+  static constexpr int kHeadAbsmax = kScales + 64;
   static constexpr int kBytes = kHeadAbsmax + kDecodeWgmmaRows * 4;
   static constexpr int kAllocBytes = kBytes + 1024;  // the base is aligned at run time
   static_assert(kStageBytes == 2 * kHalfBlock, "an FP16 K tile fits its stage");
   static_assert(kStageBytes % 1024 == 0 && kQ16 % 1024 == 0 && kQ8 % 1024 == 0 && kV16 % 1024 == 0,
                 "wgmma operands are 1024-byte aligned");
+  static_assert(kStages * 8 <= 64, "scales fit their slot");
 
   __device__ __forceinline__ static char* align(char* raw) {
     const uint32_t misalign = smem_address(raw) & 1023u;
@@ -114,6 +108,7 @@ __device__ __forceinline__ void store_half_items(char* halves, int tid, const ui
 __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     decode_wgmma_kernel(const __grid_constant__ DecodeKernelParams p) {
   using Smem = DecodeWgmmaSmem;
+  using Tile = Smem::Tile;
   constexpr int D = kDecodeWgmmaDim, kStages = Smem::kStages, kThreads = 128;
   constexpr float kLn2 = 0.69314718055994530942f;
   allow_dependent_launch();
@@ -126,28 +121,10 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;
 
-  // Cache tiles by TMA (decode v16): thread 0 sends the K8 and V8 boxes (64 tokens of the KV head,
-  // 128-byte swizzled as wgmma reads them) and the two block scales of a tile, all completing on
-  // the stage's mbarrier. Rows past the sequence's end come from its capacity: finite codes whose
-  // keys are masked (p = 0). Tile i of the CTA uses stage i % kStages in phase (i / kStages) % 2.
-  const int first_token = static_cast<int>(p.cu_capacity[blk.b]) + blk.tile_begin * kDecodeBlockN;
-  const int first_scale = static_cast<int>((p.cu_blocks[blk.b] + blk.tile_begin) * p.hk) + blk.kv_head;
-  const auto barrier_of = [&](int stage) { return base + Smem::kBarriers + 8 * stage; };
-  if (tid == 0) {
-#pragma unroll
-    for (int s = 0; s < kStages; ++s) mbarrier_init(barrier_of(s), 1);
-    fence_mbarrier_init();
-  }
-  const auto issue = [&](int stage, int tile_index) {
-    if (tid != 0) return;
-    const uint32_t k_dst = base + stage * Smem::kStageBytes, bar = barrier_of(stage);
-    const uint32_t scales = base + Smem::kScales + stage * 2 * Smem::kScaleSlot;
-    mbarrier_arrive_expect_tx(bar, 2 * Smem::kTileBytes + 2 * 16);
-    const int token = first_token + tile_index * kDecodeBlockN;
-    tma_load_3d(k_dst, &p.k_map, 0, blk.kv_head, token, bar);
-    tma_load_3d(k_dst + Smem::kTileBytes, &p.v_map, 0, blk.kv_head, token, bar);
-    tma_load_1d(scales, &p.k_scale_map, first_scale + tile_index * p.hk, bar);
-    tma_load_1d(scales + Smem::kScaleSlot, &p.v_scale_map, first_scale + tile_index * p.hk, bar);
+  DecodeTileLoader<Tile, kThreads, true> tiles(p, blk, tid);
+  const auto issue = [&](int stage) {
+    const uint32_t k_dst = base + stage * Smem::kStageBytes;
+    tiles.issue_next(k_dst, k_dst + Smem::kTileBytes, base + Smem::kScales + stage * 8);
   };
   // The routing word and Q are requested before the cache tiles, which would delay them by the
   // time every CTA's first tiles take to arrive (the mma.sync kernel says more).
@@ -171,7 +148,8 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
 
 #pragma unroll
   for (int i = 0; i < kStages; ++i) {
-    if (blk.tile_begin + i < blk.tile_end) issue(i, i);
+    if (blk.tile_begin + i < blk.tile_end) issue(i);
+    cp_async_commit();
   }
   const bool needs_q8 = any_int8_tile(word, group, blk.tile_begin, blk.tile_end);
   TileRoutes routes(word, group, blk.tile_begin);
@@ -218,20 +196,17 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
   // Descriptors of the fixed operands, built once.
   const uint64_t q8_desc = sw128_desc(base + Smem::kQ8), q16_desc = sw128_desc(base + Smem::kQ16);
   const uint64_t v_desc = sw128_desc_mn(base + Smem::kV16, Smem::kHalfBlock);
-  fence_proxy_async_shared();  // Q and Q8 reach wgmma's reads (after the first barrier below)
 
   int stage = 0;
   for (int t = blk.tile_begin; t < blk.tile_end; ++t) {
-    const int tile_index = t - blk.tile_begin;
-    mbarrier_wait(barrier_of(stage), (tile_index / kStages) & 1);  // tile t and its scales landed
-    __syncthreads();  // every warp is done with tile t - 1 (FP16 K and V buffers, the P V reads)
+    cp_async_wait<kStages - 1>();
+    fence_proxy_async_shared();  // the landed K8 tile (and Q, K, V writes) reach wgmma's reads
+    __syncthreads();
 
     const uint64_t k_desc = sw128_desc(base + stage * Smem::kStageBytes);
     const char* k8_ptr = smem + stage * Smem::kStageBytes;
     const char* v8_ptr = k8_ptr + Smem::kTileBytes;
-    // The tile's K and V block scales (read before the barrier ahead of P V, after which the
-    // stage, scales included, takes the tile kStages ahead).
-    const float* scales = reinterpret_cast<const float*>(smem + Smem::kScales + stage * 2 * Smem::kScaleSlot);
+    const float* scales = reinterpret_cast<const float*>(smem + Smem::kScales + stage * 8);
     // One tile on either route, each instance a straight line for the scheduler.
     const auto tile_step = [&](auto int8_tag) {
       constexpr bool kInt8Route = decltype(int8_tag)::value;
@@ -323,7 +298,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
 
       // O += P V: the k16 step kk covers keys 16 kk .. 16 kk + 15, i.e. score blocks 2 kk and
       // 2 kk + 1, which are exactly the A fragment of that step; V is read MN-major.
-      const float v_scale = scales[Smem::kScaleSlot / 4];
+      const float v_scale = scales[1];
       uint32_t a[4][4];
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
@@ -339,7 +314,8 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
       wgmma_pv_k64(o, a, v_desc);
       // Past that barrier no thread reads this stage again: the tile kStages ahead goes into it
       // under P V, half an iteration earlier than at the top of the next one.
-      if (t + kStages < blk.tile_end) issue(stage, tile_index + kStages);
+      if (t + kStages < blk.tile_end) issue(stage);
+      cp_async_commit();
       wgmma_wait_all();
       wgmma_fence_operands(o);
     };
@@ -350,6 +326,8 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     }
     stage = stage + 1 == kStages ? 0 : stage + 1;
   }
+  cp_async_wait<0>();
+
   // Epilogue: each row's l over its quad; O element 4j + e is channel 8j + 2 tq + e % 2.
   const bool direct = blk.splits == 1;
 #pragma unroll
@@ -387,60 +365,10 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
   if (!direct) signal_partials_written(p, blk.b, tid);
 }
 
-// cuTensorMapEncodeTiled from the driver, found once through the runtime (no link to libcuda).
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder(const std::string& context) {
-  static const PFN_cuTensorMapEncodeTiled_v12000 encoder = [&] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    TILEMIX_CUDA_CHECK(
-        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found), context);
-    if (found != cudaDriverEntryPointSuccess || fn == nullptr) {
-      throw std::runtime_error(context + ": the driver has no cuTensorMapEncodeTiled");
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
-  return encoder;
-}
-
-void encode_tensor_map(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, const void* base,
-                       const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
-                       CUtensorMapSwizzle swizzle, const std::string& context) {
-  const cuuint32_t element_strides[3] = {1, 1, 1};
-  const CUresult result =
-      tensor_map_encoder(context)(map, type, rank, const_cast<void*>(base), dims, strides, box, element_strides,
-                                  CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (result != CUDA_SUCCESS) {
-    throw std::runtime_error(context + ": cuTensorMapEncodeTiled failed (CUresult " + std::to_string(result) + ")");
-  }
-}
-
-// The kernel's TMA descriptors: K8 and V8 as [tokens][hk][d] bytes in boxes of 64 tokens x 1 head
-// x d with the 128-byte swizzle (the layout the cp.async loader wrote before), the block scales as
-// 1-D [blocks * hk] floats in boxes of 4 (16 bytes, the smallest box; the kernel uses the first).
-void set_tensor_maps(DecodeKernelParams& p, const std::string& context) {
-  const cuuint64_t tokens = static_cast<cuuint64_t>(p.cache_tokens), hk = static_cast<cuuint64_t>(p.hk);
-  const cuuint64_t cache_dims[3] = {kDecodeWgmmaDim, hk, tokens};
-  const cuuint64_t cache_strides[2] = {kDecodeWgmmaDim, hk * kDecodeWgmmaDim};
-  const cuuint32_t cache_box[3] = {kDecodeWgmmaDim, 1, kDecodeBlockN};
-  encode_tensor_map(&p.k_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, p.k, cache_dims, cache_strides, cache_box,
-                    CU_TENSOR_MAP_SWIZZLE_128B, context);
-  encode_tensor_map(&p.v_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, p.v, cache_dims, cache_strides, cache_box,
-                    CU_TENSOR_MAP_SWIZZLE_128B, context);
-  const cuuint64_t scale_dims[1] = {static_cast<cuuint64_t>(p.cache_blocks) * hk};
-  const cuuint32_t scale_box[1] = {4};
-  encode_tensor_map(&p.k_scale_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, p.k_scale, scale_dims, nullptr, scale_box,
-                    CU_TENSOR_MAP_SWIZZLE_NONE, context);
-  encode_tensor_map(&p.v_scale_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, p.v_scale, scale_dims, nullptr, scale_box,
-                    CU_TENSOR_MAP_SWIZZLE_NONE, context);
-}
-
 }  // namespace
 
-void launch_decode_wgmma(const DecodeKernelParams& params, int64_t total_splits, void* stream,
-                         const std::string& context) {
-  DecodeKernelParams p = params;
-  set_tensor_maps(p, context);
+void launch_decode_wgmma(const DecodeKernelParams& p, int64_t total_splits, void* stream,
+                                const std::string& context) {
   constexpr int kSmemBytes = DecodeWgmmaSmem::kAllocBytes;
   TILEMIX_CUDA_CHECK(
       cudaFuncSetAttribute(decode_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes), context);

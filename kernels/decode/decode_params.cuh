@@ -1,7 +1,6 @@
 #pragma once
 // Device-side parameters of the decode kernels. Token and element offsets are 64-bit; positions
 // inside one sequence are 32-bit (a cache holds fewer than 2^31 tokens per sequence).
-#include <cuda.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
@@ -42,10 +41,6 @@ struct DecodeKernelParams {
   int head_chunks;    // CTAs per KV head and split
   int tiles_per_split;
   float scale_log2;  // softmax_scale * log2(e), rounded to fp32 once on the host
-  int64_t cache_tokens, cache_blocks;  // rows of K / V and of the scales
-  // The wgmma kernel's TMA descriptors (launch_decode_wgmma): K8 and V8 as [tokens][hk][d] bytes
-  // in boxes of 64 tokens x 1 head x d, the block scales as 1-D arrays in boxes of 4.
-  CUtensorMap k_map, v_map, k_scale_map, v_scale_map;
 };
 
 // Largest b with offsets[b] <= x, offsets ascending with offsets[0] = 0 <= x.

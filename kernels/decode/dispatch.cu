@@ -139,20 +139,12 @@ void run(const DecodeParams& p, bool int8, void* stream, const char* name) {
   k.head_chunks = head_chunks;
   k.tiles_per_split = p.tiles_per_split;
   k.scale_log2 = p.softmax_scale * kLog2e;  // fp32 product, as the emulator forms it
-  k.cache_tokens = p.cache.tokens;
-  k.cache_blocks = p.cache.blocks;
 
   if (mainloop == DecodeMainloop::wgmma) {
     require(decode_wgmma_applies(cache, p.d, rows), context,
             "the wgmma mainloop needs the INT8 cache, d=128 and at most 64 query rows per CTA (got " +
                 std::string(int8 ? "int8" : "fp16") + ", d=" + std::to_string(p.d) + ", " + std::to_string(rows) +
                 " rows)");
-    // Its TMA boxes are addressed by 32-bit coordinates and bounded by the arrays' sizes.
-    require(p.cache.tokens > 0 && p.cache.tokens < 0x7fffffff && p.cache.blocks > 0 &&
-                p.cache.blocks * p.hk < 0x7fffffff,
-            context, "the wgmma mainloop needs the cache's tokens (cu_capacity[batch], below 2^31) and blocks "
-                     "(cu_blocks[batch], times hk below 2^31); got tokens=" + std::to_string(p.cache.tokens) +
-                         ", blocks=" + std::to_string(p.cache.blocks));
     launch_decode_wgmma(k, p.total_splits, stream, context);
   } else if (int8) {
     p.d == 64 ? launch_rows<64, DecodeCache::int8>(rows, k, p.total_splits, stream, context)

@@ -25,8 +25,6 @@ struct DeviceKvCache {
   int batch = 0, hk = 0, d = 0;
   const int64_t* cu_capacity = nullptr;  // [batch + 1], capacities are multiples of 64 tokens
   const int64_t* cu_blocks = nullptr;    // [batch + 1]
-  int64_t tokens = 0;                    // cu_capacity[batch]: rows of K, V (decode's TMA bounds)
-  int64_t blocks = 0;                    // cu_blocks[batch]: rows of the scales
   int8_t* k8 = nullptr;
   int8_t* v8 = nullptr;
   float* k_scale = nullptr;
