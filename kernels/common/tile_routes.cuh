@@ -13,11 +13,6 @@ __device__ __forceinline__ bool any_int8_tile(uint64_t word, int group, int tile
   return (groups >= 64 ? live : live & ((1ull << groups) - 1ull)) != 0;
 }
 
-// Whether some tile of [tile_begin, tile_end) is FP16-routed.
-__device__ __forceinline__ bool any_fp16_tile(uint64_t word, int group, int tile_begin, int tile_end) {
-  return any_int8_tile(~word, group, tile_begin, tile_end);
-}
-
 // The routes of tiles tile_begin, tile_begin + 1, ... in that order, without a division per tile
 // (ncu showed the decode kernels' t / group of every tile, an integer division, in the loop): the
 // word is shifted once per group of `group` tiles.

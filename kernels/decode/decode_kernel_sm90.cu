@@ -197,15 +197,6 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
   const uint64_t q8_desc = sw128_desc(base + Smem::kQ8), q16_desc = sw128_desc(base + Smem::kQ16);
   const uint64_t v_desc = sw128_desc_mn(base + Smem::kV16, Smem::kHalfBlock);
 
-  // A CTA whose tiles are all INT8-routed never reads Q16, which then serves as a second V buffer:
-  // P V of tile t runs on while tile t + 1 is issued, its scores computed and its V converted into
-  // the other buffer, and the wait for Q8 K8^T of tile t + 1 is also the wait for P V of tile t
-  // (wgmma groups complete in order). P of the last tile stays in registers until then.
-  // The tile loop is compiled once per mode, so that no wgmma is in flight across code that
-  // touches its registers.
-  uint32_t a[4][4];
-  const auto run_tiles = [&](auto overlap_tag) {
-  constexpr bool kOverlapLoop = decltype(overlap_tag)::value;
   int stage = 0;
   for (int t = blk.tile_begin; t < blk.tile_end; ++t) {
     cp_async_wait<kStages - 1>();
@@ -217,11 +208,8 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     const char* v8_ptr = k8_ptr + Smem::kTileBytes;
     const float* scales = reinterpret_cast<const float*>(smem + Smem::kScales + stage * 8);
     // One tile on either route, each instance a straight line for the scheduler.
-    const auto tile_step = [&](auto int8_tag, auto overlap_tag) {
+    const auto tile_step = [&](auto int8_tag) {
       constexpr bool kInt8Route = decltype(int8_tag)::value;
-      constexpr bool kOverlap = decltype(overlap_tag)::value;
-      static_assert(kInt8Route || !kOverlap, "only all-INT8 CTAs overlap P V with the next tile");
-      const uint32_t v16 = kOverlap && ((t - blk.tile_begin) & 1) ? Smem::kQ16 : Smem::kV16;
       // Raw scores x of S = Q K^T (element 4j + e: row rows_of_thread[e / 2], key 8j + 2 tq + e % 2
       // of the tile) and each row's factor f into the log2 domain, s = x * f: INT8 route x = float(C),
       // f = (q_scale * scale_log2) * k_scale; FP16 route x = the fp32 dot, f = k_scale * scale_log2.
@@ -238,11 +226,6 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
         load_code_items(v8_ptr, tid, v_codes);
         wgmma_wait_all();
         wgmma_fence_operands(acc);
-        if constexpr (kOverlap) {  // P V of the previous tile is complete too
-          wgmma_fence_operands(o);
-#pragma unroll
-          for (int kk = 0; kk < 4; ++kk) wgmma_fence_operands(a[kk]);
-        }
 #pragma unroll
         for (int i = 0; i < 32; ++i) x[i] = __int2float_rn(acc[i]);
         f[0] = nonzero_factor(__fmul_rn(q_factor[0], scales[0]));
@@ -269,7 +252,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
           if (key >= visible[(i >> 1) & 1]) x[i] = -INFINITY;
         }
       }
-      if constexpr (kInt8Route) store_half_items(smem + v16, tid, v_codes);  // beside the softmax
+      if constexpr (kInt8Route) store_half_items(smem + Smem::kV16, tid, v_codes);  // beside the softmax
 
       // Online softmax; a row's 64 keys lie in the 4 lanes of its quad, 16 per lane (8 blocks of 2).
       // f > 0 and rounding is monotone, so the tile maximum of s is the maximum of x times f, and
@@ -316,6 +299,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
       // O += P V: the k16 step kk covers keys 16 kk .. 16 kk + 15, i.e. score blocks 2 kk and
       // 2 kk + 1, which are exactly the A fragment of that step; V is read MN-major.
       const float v_scale = scales[1];
+      uint32_t a[4][4];
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
@@ -327,36 +311,20 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
       }
       fence_proxy_async_shared();  // P V reads every thread's V
       __syncthreads();
-      wgmma_pv_k64(o, a, kOverlap ? sw128_desc_mn(base + v16, Smem::kHalfBlock) : v_desc);
+      wgmma_pv_k64(o, a, v_desc);
       // Past that barrier no thread reads this stage again: the tile kStages ahead goes into it
       // under P V, half an iteration earlier than at the top of the next one.
       if (t + kStages < blk.tile_end) issue(stage);
       cp_async_commit();
-      if constexpr (!kOverlap) {
-        wgmma_wait_all();
-        wgmma_fence_operands(o);
-      }
+      wgmma_wait_all();
+      wgmma_fence_operands(o);
     };
-    if constexpr (kOverlapLoop) {
-      tile_step(std::true_type{}, std::true_type{});
-    } else if (routes.next()) {
-      tile_step(std::true_type{}, std::false_type{});
+    if (routes.next()) {
+      tile_step(std::true_type{});
     } else {
-      tile_step(std::false_type{}, std::false_type{});
+      tile_step(std::false_type{});
     }
     stage = stage + 1 == kStages ? 0 : stage + 1;
-  }
-  if constexpr (kOverlapLoop) {
-    wgmma_wait_all();
-    wgmma_fence_operands(o);
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_fence_operands(a[kk]);
-  }
-  };
-  if (blk.tile_begin < blk.tile_end && !any_fp16_tile(word, group, blk.tile_begin, blk.tile_end)) {
-    run_tiles(std::true_type{});
-  } else {
-    run_tiles(std::false_type{});
   }
   cp_async_wait<0>();
 
