@@ -157,16 +157,13 @@ __global__ void __launch_bounds__(32 * kCombineWarps, kMinCtasPerSm)
 
 }  // namespace
 
-void launch_decode_combine(const DecodeKernelParams& p, int d, void* stream, const std::string& context) {
+void launch_decode_combine(const DecodeKernelParams& p, int d, int sm_count, void* stream, const std::string& context) {
   const int64_t rows = p.total_new * p.hq;
   const dim3 grid(static_cast<unsigned>((rows + kCombineWarps - 1) / kCombineWarps));
   const auto s = static_cast<cudaStream_t>(stream);
   const std::string what = "decode_combine_kernel " + context + " grid=" + std::to_string(grid.x);
-  int device = 0, sms = 0;
-  TILEMIX_CUDA_CHECK(cudaGetDevice(&device), what);
-  TILEMIX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), what);
   // 0 CTAs per SM: no bound, ptxas's own register count.
-  const bool bounded = rows >= static_cast<int64_t>(sms) * kCombineUnboundedCtasPerSm * kCombineWarps;
+  const bool bounded = rows >= static_cast<int64_t>(sm_count) * kCombineUnboundedCtasPerSm * kCombineWarps;
   const auto kernel = d == 64 ? (bounded ? decode_combine_kernel<64, kCombineBoundedCtasPerSm>
                                          : decode_combine_kernel<64, 0>)
                               : (bounded ? decode_combine_kernel<128, kCombineBoundedCtasPerSm>

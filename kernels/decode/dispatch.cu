@@ -68,12 +68,12 @@ bool validate(const DecodeParams& p, bool int8, const std::string& context) {
   return true;
 }
 
-// Whether a grid of `ctas` decode CTAs takes more than one wave of the device's multiprocessors.
-bool spans_waves(int64_t ctas, int resident_per_sm, const std::string& context) {
+// The current device's multiprocessors (the wave size of the combine's choices).
+int current_sm_count(const std::string& context) {
   int device = 0, sms = 0;
   TILEMIX_CUDA_CHECK(cudaGetDevice(&device), context);
   TILEMIX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), context);
-  return ctas > static_cast<int64_t>(sms) * resident_per_sm;
+  return sms;
 }
 
 template <int kHeadDim, DecodeCache kCache>
@@ -112,7 +112,8 @@ void run(const DecodeParams& p, bool int8, void* stream, const char* name) {
   k.words = p.words;
   k.group = p.group;
   k.split_offset = p.split_offset;
-  if (p.total_splits > p.batch) {
+  const bool has_combine = p.total_splits > p.batch;
+  if (has_combine) {
     const size_t rows = static_cast<size_t>(p.total_splits) * p.hq * kMaxDecodeTokens;
     k.ws_ml = static_cast<float2*>(p.workspace);
     k.ws_o = reinterpret_cast<float*>(k.ws_ml + rows);
@@ -124,11 +125,12 @@ void run(const DecodeParams& p, bool int8, void* stream, const char* name) {
   // Per-sequence waits pay off only when sequences end at different times: several sequences over
   // several waves (decode v13: -3% at 16k x 64 x 16 new tokens; within one wave, or with a single
   // sequence, up to 3% slower than the wait for the grid).
+  const int sm_count = has_combine ? current_sm_count(context) : 0;
+  const bool spans_waves =
+      p.total_splits * p.hk * head_chunks > static_cast<int64_t>(sm_count) * decode_resident_ctas(cache, rows, mainloop);
   k.per_sequence_combine =
-      p.total_splits > p.batch &&
-      (p.combine_wait == DecodeCombineWait::sequence ||
-       (p.combine_wait == DecodeCombineWait::automatic && p.batch > 1 &&
-        spans_waves(p.total_splits * p.hk * head_chunks, decode_resident_ctas(cache, rows, mainloop), context)));
+      has_combine && (p.combine_wait == DecodeCombineWait::sequence ||
+                      (p.combine_wait == DecodeCombineWait::automatic && p.batch > 1 && spans_waves));
   k.total_new = p.total_new;
   k.cache_row_bytes = static_cast<int64_t>(p.hk) * p.d * (int8 ? 1 : 2);
   k.batch = p.batch;
@@ -153,7 +155,7 @@ void run(const DecodeParams& p, bool int8, void* stream, const char* name) {
     p.d == 64 ? launch_rows<64, DecodeCache::fp16>(rows, k, p.total_splits, stream, context)
               : launch_rows<128, DecodeCache::fp16>(rows, k, p.total_splits, stream, context);
   }
-  if (p.total_splits > p.batch) launch_decode_combine(k, p.d, stream, context);
+  if (has_combine) launch_decode_combine(k, p.d, sm_count, stream, context);
 }
 
 }  // namespace

@@ -18,6 +18,6 @@ void launch_decode(const DecodeKernelParams& p, int64_t total_splits, void* stre
 void launch_decode_wgmma(const DecodeKernelParams& p, int64_t total_splits, void* stream, const std::string& context);
 
 // The combine of multi-split sequences: one warp per (new token, query head).
-void launch_decode_combine(const DecodeKernelParams& p, int d, void* stream, const std::string& context);
+void launch_decode_combine(const DecodeKernelParams& p, int d, int sm_count, void* stream, const std::string& context);
 
 }  // namespace tilemix::gpu
