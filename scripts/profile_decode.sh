@@ -4,7 +4,7 @@
 # warm-up and the timed launch of the FP16-cache decode kernel and its combine, then the same for
 # the INT8 cache with layout LAYOUT (one warm-up launch each: the config's warmup_seconds is tiny),
 # the details page and the per-instruction SASS page (executed instructions, stall samples) as CSV.
-# Usage: scripts/profile_decode.sh [NEW_TOKENS...]   (default 16 4; CACHE_LEN, BATCH, LAYOUT)
+# Usage: scripts/profile_decode.sh [NEW_TOKENS...]   (default 16 4; CACHE_LEN, BATCH, LAYOUT, COMBINE)
 # Output in $OUT (default out/): details<N>.txt, sass<N>.csv.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +17,7 @@ cat > "$config" <<JSON
 {"name": "profile", "defaults": {"kind": "decode", "hq": 32, "hk": 8, "d": 128, "seed": 0,
   "input": {"kind": "gaussian", "seed": 1}},
  "cases": [{"name": "profile", "cache_len": ${CACHE_LEN:-16384}, "batch": ${BATCH:-8}}],
- "axes": {"layout": ["${LAYOUT:-one}"]},
+ "axes": {"layout": ["${LAYOUT:-one}"], "combine": ["${COMBINE:-auto}"]},
  "timing": {"warmup": 0, "warmup_seconds": 1e-6, "min_reps": 1, "max_reps": 1, "max_seconds": 1.0, "noise": 1.0,
             "flush_l2": false}}
 JSON

@@ -115,6 +115,7 @@ struct MethodRun {
   std::string status = "ok";
   int64_t resident_bytes = 0, resident_measured = 0, bytes_moved = 0, total_splits = 0;
   DecodeMainloop mainloop = DecodeMainloop::mma_sync;  // the one that ran
+  std::string combine;  // what the split combine waited for ("none": one split per sequence)
 };
 
 // The config's methods that run decode cases (all of them when the config names none).
@@ -156,11 +157,14 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
       problem = build_problem(first, device.sm_count);
     }
     std::optional<MethodRun> fp16_run;  // the baseline of this shape, for every case's speedup
-    int fp16_tiles_per_split = 0;        // and the split plan it was measured with
+    int fp16_tiles_per_split = 0;        // and the split plan and combine it was measured with
+    DecodeCombineWait fp16_combine = DecodeCombineWait::automatic;
     for (const CaseSpec* spec_ptr : *group) {
       const CaseSpec& spec = *spec_ptr;
       const int index = ++cases_done;
-      if (spec.decode->tiles_per_split != fp16_tiles_per_split) fp16_run.reset();
+      if (spec.decode->tiles_per_split != fp16_tiles_per_split || spec.decode->combine != fp16_combine) {
+        fp16_run.reset();
+      }
       RoutingPlan plan;
       if (problem) {
         plan = make_plan(shape.attention_shape(), spec.routing, spec.where);
@@ -179,8 +183,10 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
           decode.set_split_plan(
               decode_split_plan(shape, kind, device.sm_count, spec.decode->tiles_per_split, spec.decode->mainloop));
           decode.set_mainloop(spec.decode->mainloop);
+          decode.set_combine_wait(spec.decode->combine);
           run.total_splits = decode.splits().total_splits();
           run.mainloop = decode.resolved_mainloop(kind);
+          run.combine = run.total_splits == shape.batch() ? "none" : to_string(decode.combine_used(kind));
           run.decode = gpu::time_launches([&](int) { decode.launch(kind); }, timing);
           run.append = gpu::time_launches([&](int) { problem->append_new->launch(kind); }, timing);
           run.resident_bytes = decode.resident_bytes(kind);
@@ -197,6 +203,7 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
         if (baseline) {
           fp16_run = run;
           fp16_tiles_per_split = spec.decode->tiles_per_split;
+          fp16_combine = spec.decode->combine;
         }
 
         Cell median, min_ms, max_ms, rel_std, reps, gbps, pct, speedup, append_ms, resident, measured, clock, splits;
@@ -227,9 +234,9 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
               routed ? Cell{spec.routing.ratio} : Cell{}, routed && problem ? Cell{plan.coverage.groups()} : Cell{},
               routed && problem ? Cell{params_text} : Cell{}, int64_t{shape.batch()}, int64_t{shape.hq},
               int64_t{shape.hk}, int64_t{shape.d}, uniform_or_minus_one(shape.cache_len),
-              uniform_or_minus_one(shape.new_tokens), std::string(to_string(run.mainloop)), splits, median, min_ms,
-              max_ms, rel_std, reps, gbps, copy_gbps, pct, speedup, append_ms, resident, measured, clock, int64_t{device_index},
-              run.status});
+              uniform_or_minus_one(shape.new_tokens), std::string(to_string(run.mainloop)),
+              run.combine.empty() ? Cell{} : Cell{run.combine}, splits, median, min_ms, max_ms, rel_std, reps, gbps,
+              copy_gbps, pct, speedup, append_ms, resident, measured, clock, int64_t{device_index}, run.status});
       }
     }
   }
@@ -258,6 +265,7 @@ ResultTable decode_bench_table() {
                {"cache_len", "L"},
                {"new_tokens", "new"},
                {"mainloop", "mainloop"},
+               {"combine", "combine"},
                {"splits", "splits"},
                {"median_ms", "median ms", 4},
                {"min_ms", "min ms", 4},

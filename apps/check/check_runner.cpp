@@ -123,6 +123,7 @@ CheckRun run_checks(const ExperimentConfig& config, const DeviceChoice& device, 
         // Outputs and the split workspace are poisoned (NaN) before the launch.
         DecodeGpu decode(check.prepared, check.splits);
         decode.set_mainloop(spec.decode->mainloop);
+        decode.set_combine_wait(spec.decode->combine);
         const std::vector<double> gpu_o = half_to_double(decode.run(spec.decode->cache).o);
         add_decode_row(run.table, spec, check, "gpu~emulator", deviation(gpu_o, check.emulator_o),
                        require_tolerance(spec, spec.tolerance.gpu_vs_emulator, "gpu_vs_emulator"), ok);

@@ -244,6 +244,10 @@ void DecodeGpu::launch(CacheKind kind) {
   }
 }
 
+DecodeCombineWait DecodeGpu::combine_used(CacheKind kind) const {
+  return gpu::decode_combine_used(params(kind), kind == CacheKind::int8);
+}
+
 DecodeOutput DecodeGpu::fetch() {
   gpu::device_synchronize("decode run");
   DecodeOutput out;

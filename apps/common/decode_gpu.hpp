@@ -100,6 +100,9 @@ class DecodeGpu {
   void set_mainloop(DecodeMainloop mainloop) { mainloop_ = mainloop; }
   // What the split combine waits for (automatic unless set).
   void set_combine_wait(DecodeCombineWait wait) { combine_wait_ = wait; }
+  // What the combine of a call of `kind` waits for (automatic resolved; automatic when every
+  // sequence has one split).
+  DecodeCombineWait combine_used(CacheKind kind) const;
   // The mainloop a call of `kind` runs (automatic resolved; the FP16 cache always mma.sync).
   DecodeMainloop resolved_mainloop(CacheKind kind) const;
   // Device bytes one call of `kind` keeps resident: its cache, queries, outputs, workspace and

@@ -23,7 +23,7 @@ const std::vector<std::string> kCaseKeys = {"name",       "batch", "seq_len", "l
                                             "layout",     "ratio", "seed",    "group", "block_m", "block_n",
                                             "words_file", "mode",  "state",   "accum", "input",   "tolerance",
                                             "kind",       "cache_len", "cache_lens", "new_tokens", "cache",
-                                            "append_steps", "tiles_per_split", "mainloop", "layers", "vocab"};
+                                            "append_steps", "tiles_per_split", "mainloop", "combine", "layers", "vocab"};
 const std::vector<std::string> kInputKeys = {
     "kind", "seed", "stddev", "outlier_channels", "outlier_scale", "sink_scale", "local_bias",
     "q",    "k",    "v",      "allow_nonfinite"};
@@ -33,7 +33,7 @@ const std::vector<std::string> kLengthKeys = {"seq_len",   "lq",        "lk",   
                                               "seqlens_k", "cache_len", "cache_lens"};
 // Keys of one kind of case only; the other kind rejects them by name.
 const std::vector<std::string> kDecodeOnlyKeys = {"cache_len", "cache_lens", "new_tokens", "cache", "append_steps",
-                                                  "tiles_per_split", "mainloop"};
+                                                  "tiles_per_split", "mainloop", "combine"};
 const std::vector<std::string> kPrefillOnlyKeys = {"seq_len", "lq",    "lk",    "seqlens_q", "seqlens_k", "causal",
                                                    "mode",    "state", "accum", "block_m",   "block_n"};
 const std::vector<std::string> kModelOnlyKeys = {"layers", "vocab"};
@@ -556,6 +556,11 @@ CaseSpec read_case(const json& merged, const Origins& origins, const Context& ct
         r, "mainloop",
         {{"auto", DecodeMainloop::automatic}, {"mma_sync", DecodeMainloop::mma_sync}, {"wgmma", DecodeMainloop::wgmma}},
         dc.mainloop);
+    dc.combine = read_enum<DecodeCombineWait>(r, "combine",
+                                              {{"auto", DecodeCombineWait::automatic},
+                                               {"grid", DecodeCombineWait::grid},
+                                               {"sequence", DecodeCombineWait::sequence}},
+                                              dc.combine);
     if (dc.cache == CacheKind::fp16 && routing.layout != LayoutKind::zero) {
       throw InputError(r.where("layout"), "must be zero with cache fp16 (the FP16 cache has no INT8 score path), got " +
                                               layout_name);

@@ -17,7 +17,8 @@
 // Decode cases ("kind": "decode"; default "prefill") take cache_len (+ batch) | cache_lens,
 // new_tokens (int or array), cache ("int8" | "fp16"), append_steps, tiles_per_split (key tiles per
 // split instead of the GPU's split plan; 0, the default, keeps the plan), mainloop (auto |
-// mma_sync | wgmma: the INT8 cache's GPU kernel), and the shared keys name, hq,
+// mma_sync | wgmma: the INT8 cache's GPU kernel), combine (auto | grid | sequence: what the GPU's
+// combine of the splits waits for, DecodeCombineWait), and the shared keys name, hq,
 // hk, d, softmax_scale, layout, ratio, seed, group, words_file, input, tolerance; the other
 // prefill keys are errors there, as decode keys are in a prefill case.
 // Model cases ("kind": "model", tilemix-bench only) are prefill cases of self-attention (Lq = Lk)

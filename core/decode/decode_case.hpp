@@ -27,6 +27,8 @@ struct DecodeCaseSpec {
   int tiles_per_split = 0;
   // The INT8 cache's GPU mainloop.
   DecodeMainloop mainloop = DecodeMainloop::automatic;
+  // What the GPU's combine of the splits waits for.
+  DecodeCombineWait combine = DecodeCombineWait::automatic;
 };
 
 // Token counts of each append, in order (one vector of per-sequence counts per append).

@@ -83,7 +83,6 @@ template <int kDim, int kMinCtasPerSm>
 __global__ void __launch_bounds__(32 * kCombineWarps, kMinCtasPerSm)
     decode_combine_kernel(const __grid_constant__ DecodeKernelParams p) {
   constexpr int kPerLane = kDim / 32;  // channels of a lane: one 16- or 8-byte load per split
-  constexpr float kLn2 = 0.69314718055994530942f;
   using Chunk = std::conditional_t<kPerLane == 4, float4, float2>;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kCombineWarps + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
@@ -150,8 +149,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps, kMinCtasPerSm)
     *reinterpret_cast<uint32_t*>(out) = packed[0];
   }
   if (lane == 0 && p.lse != nullptr) {
-    p.lse[static_cast<int64_t>(h) * p.total_new + token] =
-        l == 0.0f ? -INFINITY : __fmul_rn(__fadd_rn(m, log2f(l)), kLn2);
+    p.lse[static_cast<int64_t>(h) * p.total_new + token] = decode_lse(m, l);
   }
 }
 

@@ -371,7 +371,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   using Tile = typename Smem::Tile;
   constexpr int D = Cfg::kHeadDim, QF = Cfg::kQueryFrags, KS = Cfg::kKeySlices, DS = Cfg::kDimSlices;
   constexpr int kKeyWarps = Cfg::kKeyWarps, kRows = Cfg::kRows, kStages = Cfg::kStages;
-  constexpr float kLn2 = 0.69314718055994530942f;
   extern __shared__ __align__(128) char smem_raw[];
   char* smem = Smem::align(smem_raw);
   const uint32_t smem_base = smem_address(smem);
@@ -674,16 +673,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     const int64_t token = blk.token(p, r);
     const int h = blk.head(r);
     if (direct) {
-      uint2 out = make_uint2(0u, 0u);
-      if (l != 0.0f) {
-        out.x = pack_half2(__fdiv_rn(acc.x, l), __fdiv_rn(acc.y, l));
-        out.y = pack_half2(__fdiv_rn(acc.z, l), __fdiv_rn(acc.w, l));
-      }
-      *reinterpret_cast<uint2*>(p.o + (token * p.hq + h) * D + c) = out;
-      if (c == 0 && p.lse != nullptr) {
-        p.lse[static_cast<int64_t>(h) * p.total_new + token] =
-            l == 0.0f ? -INFINITY : __fmul_rn(__fadd_rn(m, log2f(l)), kLn2);
-      }
+      store_decode_output<D>(p, token, h, c, acc, m, l);
     } else {
       const int64_t ws_row =
           ((p.split_offset[blk.b] + blk.split) * p.hq + h) * kMaxDecodeTokens + (token - p.cu_new[blk.b]);

@@ -110,7 +110,6 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
   using Smem = DecodeWgmmaSmem;
   using Tile = Smem::Tile;
   constexpr int D = kDecodeWgmmaDim, kStages = Smem::kStages, kThreads = 128;
-  constexpr float kLn2 = 0.69314718055994530942f;
   allow_dependent_launch();
   extern __shared__ __align__(1024) char smem_raw[];
   char* smem = Smem::align(smem_raw);
@@ -348,8 +347,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
         *reinterpret_cast<uint32_t*>(out + 8 * j + 2 * tq) = v;
       }
       if (tq == 0 && p.lse != nullptr) {
-        p.lse[static_cast<int64_t>(head) * p.total_new + token] =
-            l == 0.0f ? -INFINITY : __fmul_rn(__fadd_rn(row_max[h], log2f(l)), kLn2);
+        p.lse[static_cast<int64_t>(head) * p.total_new + token] = decode_lse(row_max[h], l);
       }
     } else {
       const int64_t ws_row =

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/mma.cuh"
 #include "kernels/decode/decode_config.hpp"
 
 namespace tilemix::gpu {
@@ -42,6 +43,27 @@ struct DecodeKernelParams {
   int tiles_per_split;
   float scale_log2;  // softmax_scale * log2(e), rounded to fp32 once on the host
 };
+
+// The log-sum-exp of a finished row from its running maximum m (log2 domain) and sum l; -inf for
+// a row without a legal key (unreachable in decode, where every row sees key 0).
+__device__ __forceinline__ float decode_lse(float m, float l) {
+  constexpr float kLn2 = 0.69314718055994530942f;
+  return l == 0.0f ? -INFINITY : __fmul_rn(__fadd_rn(m, log2f(l)), kLn2);
+}
+
+// Output channels c .. c + 3 of (token, query head h): fp16(acc / l), 0 where l is; with channel 0
+// the row's LSE.
+template <int D>
+__device__ __forceinline__ void store_decode_output(const DecodeKernelParams& p, int64_t token, int h, int c,
+                                                    float4 acc, float m, float l) {
+  uint2 out = make_uint2(0u, 0u);
+  if (l != 0.0f) {
+    out.x = pack_half2(__fdiv_rn(acc.x, l), __fdiv_rn(acc.y, l));
+    out.y = pack_half2(__fdiv_rn(acc.z, l), __fdiv_rn(acc.w, l));
+  }
+  *reinterpret_cast<uint2*>(p.o + (token * p.hq + h) * D + c) = out;
+  if (c == 0 && p.lse != nullptr) p.lse[static_cast<int64_t>(h) * p.total_new + token] = decode_lse(m, l);
+}
 
 // Largest b with offsets[b] <= x, offsets ascending with offsets[0] = 0 <= x.
 __device__ __forceinline__ int find_sequence(const int64_t* offsets, int batch, int64_t x) {

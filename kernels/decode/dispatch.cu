@@ -76,6 +76,18 @@ int current_sm_count(const std::string& context) {
   return sms;
 }
 
+// What the combine of a call with several splits per sequence waits for (`p.combine_wait`
+// resolved). Automatic: per sequence only when sequences end at different times, i.e. several
+// sequences over several waves (decode v13: -3% at 16k x 64 x 16 new tokens; within one wave, or
+// with a single sequence, up to 3% slower than the wait for the grid).
+DecodeCombineWait resolve_combine(const DecodeParams& p, DecodeCache cache, int rows, DecodeMainloop mainloop,
+                                  int head_chunks, int sm_count) {
+  if (p.combine_wait != DecodeCombineWait::automatic) return p.combine_wait;
+  const int64_t wave = static_cast<int64_t>(sm_count) * decode_resident_ctas(cache, rows, mainloop);
+  const bool spans_waves = p.total_splits * p.hk * head_chunks > wave;
+  return p.batch > 1 && spans_waves ? DecodeCombineWait::sequence : DecodeCombineWait::grid;
+}
+
 template <int kHeadDim, DecodeCache kCache>
 void launch_rows(int rows, const DecodeKernelParams& k, int64_t total_splits, void* stream,
                  const std::string& context) {
@@ -122,15 +134,10 @@ void run(const DecodeParams& p, bool int8, void* stream, const char* name) {
   const int rows = decode_cta_rows(p.hq, p.hk, p.max_new_tokens);
   const DecodeCache cache = int8 ? DecodeCache::int8 : DecodeCache::fp16;
   const DecodeMainloop mainloop = decode_mainloop(p.mainloop, cache, p.d, rows);
-  // Per-sequence waits pay off only when sequences end at different times: several sequences over
-  // several waves (decode v13: -3% at 16k x 64 x 16 new tokens; within one wave, or with a single
-  // sequence, up to 3% slower than the wait for the grid).
   const int sm_count = has_combine ? current_sm_count(context) : 0;
-  const bool spans_waves =
-      p.total_splits * p.hk * head_chunks > static_cast<int64_t>(sm_count) * decode_resident_ctas(cache, rows, mainloop);
-  k.per_sequence_combine =
-      has_combine && (p.combine_wait == DecodeCombineWait::sequence ||
-                      (p.combine_wait == DecodeCombineWait::automatic && p.batch > 1 && spans_waves));
+  const DecodeCombineWait combine = has_combine ? resolve_combine(p, cache, rows, mainloop, head_chunks, sm_count)
+                                                : DecodeCombineWait::automatic;
+  k.per_sequence_combine = combine == DecodeCombineWait::sequence;
   k.total_new = p.total_new;
   k.cache_row_bytes = static_cast<int64_t>(p.hk) * p.d * (int8 ? 1 : 2);
   k.batch = p.batch;
@@ -159,6 +166,15 @@ void run(const DecodeParams& p, bool int8, void* stream, const char* name) {
 }
 
 }  // namespace
+
+DecodeCombineWait decode_combine_used(const DecodeParams& p, bool int8_cache) {
+  const std::string context = describe(p, "decode_combine_used");
+  if (!validate(p, int8_cache, context) || p.total_splits == p.batch) return DecodeCombineWait::automatic;
+  const int rows = decode_cta_rows(p.hq, p.hk, p.max_new_tokens);
+  const DecodeCache cache = int8_cache ? DecodeCache::int8 : DecodeCache::fp16;
+  return resolve_combine(p, cache, rows, decode_mainloop(p.mainloop, cache, p.d, rows),
+                         decode_head_chunks(p.hq, p.hk, p.max_new_tokens), current_sm_count(context));
+}
 
 void decode_int8(const DecodeParams& p, void* stream) { run(p, true, stream, "decode_int8"); }
 void decode_fp16(const DecodeParams& p, void* stream) { run(p, false, stream, "decode_fp16"); }

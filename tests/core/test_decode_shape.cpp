@@ -216,7 +216,8 @@ TEST_CASE("decode cases in configs", "[decode]") {
     const auto cfg = parse(R"({"defaults": {"kind": "decode", "hq": 8, "hk": 2, "d": 64},
       "cases": [{"name": "eq", "cache_len": 100, "batch": 3},
                 {"name": "var", "cache_lens": [1, 64, 65], "new_tokens": [1, 16, 4], "cache": "fp16",
-                 "append_steps": 5, "softmax_scale": 0.25, "tiles_per_split": 7, "mainloop": "wgmma"},
+                 "append_steps": 5, "softmax_scale": 0.25, "tiles_per_split": 7, "mainloop": "wgmma",
+                 "combine": "sequence"},
                 {"name": "routed", "cache_len": 300, "new_tokens": 16, "layout": "band", "ratio": 0.5, "seed": 4,
                  "group": 2, "input": {"kind": "llm_like"}}]})");
     REQUIRE(cfg.cases.size() == 3);
@@ -228,6 +229,7 @@ TEST_CASE("decode cases in configs", "[decode]") {
     CHECK(eq.decode->append_steps == 2);
     CHECK(eq.decode->tiles_per_split == 0);
     CHECK(eq.decode->mainloop == DecodeMainloop::automatic);
+    CHECK(eq.decode->combine == DecodeCombineWait::automatic);
     CHECK(eq.decode->shape.softmax_scale == 0.125f);
     CHECK(eq.shape.causal);
     CHECK(eq.shape.cu_seqlens_k == std::vector<int64_t>{0, 100, 200, 300});
@@ -240,6 +242,7 @@ TEST_CASE("decode cases in configs", "[decode]") {
     CHECK(var.decode->append_steps == 5);
     CHECK(var.decode->tiles_per_split == 7);
     CHECK(var.decode->mainloop == DecodeMainloop::wgmma);
+    CHECK(var.decode->combine == DecodeCombineWait::sequence);
     CHECK(var.shape.softmax_scale == 0.25f);
     const CaseSpec& routed = cfg.cases[2];
     CHECK(routed.decode->shape.new_tokens == std::vector<int64_t>{16});
@@ -301,6 +304,10 @@ TEST_CASE("decode cases in configs", "[decode]") {
                Contains("$.cases[0].tiles_per_split: must be in [0, "));
     CHECK_THAT(parse_error(R"({"cases": [{"kind": "decode", "cache_len": 8, "mainloop": "tcgen05"}]})"),
                Contains("$.cases[0].mainloop: unknown mainloop 'tcgen05' (expected one of: auto, mma_sync, wgmma)"));
+    CHECK_THAT(parse_error(R"({"cases": [{"kind": "decode", "cache_len": 8, "combine": "atomic"}]})"),
+               Contains("$.cases[0].combine: unknown combine 'atomic' (expected one of: auto, grid, sequence)"));
+    CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 8, "combine": "grid"}]})"),
+               Contains("$.cases[0].combine: is only used in decode cases"));
     CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 8, "mainloop": "wgmma"}]})"),
                Contains("$.cases[0].mainloop: is only used in decode cases"));
     CHECK_THAT(parse_error(R"({"cases": [{"kind": "decode", "cache_len": 8, "cache": "fp16", "layout": "one"}]})"),

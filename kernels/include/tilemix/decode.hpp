@@ -139,6 +139,10 @@ inline int decode_resident_ctas(bool int8_cache, int d, int hq, int hk, int max_
 void decode_int8(const DecodeParams& p, void* stream);
 // The same kernel shape over the FP16 cache, no routing.
 void decode_fp16(const DecodeParams& p, void* stream);
+// What the split combine of a call of decode_int8 (int8_cache) or decode_fp16 with these
+// parameters waits for (p.combine_wait resolved, on the current device); automatic when every
+// sequence has one split (no combine).
+DecodeCombineWait decode_combine_used(const DecodeParams& p, bool int8_cache);
 
 // Seeded pseudo-random FP16 values, approximately N(0, stddev^2), written on the device: bench
 // caches of many GiB are filled without generating them on the host.
