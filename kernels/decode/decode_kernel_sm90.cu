@@ -17,7 +17,8 @@
 //      MN-major): codes loaded under the score MMA, stored beside the softmax (INT8 route) or
 //      under the FP16 score MMA;
 //   4. no score past the sequence or the causal limit; row maxima of x within the quad of lanes
-//      that holds a row, times f; p = exp2(fma(x, f, -m)); O rescaled when a maximum moved;
+//      that holds a row, times f; p = exp2(fma(x, f, -m)); O rescaled, per half of the warp's
+//      rows, where a maximum of that half moved;
 //   5. O += P V: P times the V block scale rounded to FP16, straight from the score registers;
 //      under it the tile kStages ahead is issued into the stage this one leaves.
 // Epilogue: o = fp16(O / l) and LSE, or (m, l, O) of a split for the combine kernel.
