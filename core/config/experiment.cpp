@@ -23,7 +23,8 @@ const std::vector<std::string> kCaseKeys = {"name",       "batch", "seq_len", "l
                                             "layout",     "ratio", "seed",    "group", "block_m", "block_n",
                                             "words_file", "mode",  "state",   "accum", "input",   "tolerance",
                                             "kind",       "cache_len", "cache_lens", "new_tokens", "cache",
-                                            "append_steps", "tiles_per_split", "mainloop", "combine", "layers", "vocab"};
+                                            "append_steps", "tiles_per_split", "mainloop", "combine", "layers",
+                                            "vocab"};
 const std::vector<std::string> kInputKeys = {
     "kind", "seed", "stddev", "outlier_channels", "outlier_scale", "sink_scale", "local_bias",
     "q",    "k",    "v",      "allow_nonfinite"};
