@@ -69,8 +69,7 @@ class DecodeEmulator {
     const int b = task.b, d = shape_.d, group = shape_.hq / shape_.hk;
     const int rows = static_cast<int>(shape_.new_tokens[b]);
     const int64_t tiles = (shape_.cache_len[b] + kTile - 1) / kTile;
-    const int64_t first = static_cast<int64_t>(task.split) * splits_.tiles_per_split;
-    const int64_t last = std::min<int64_t>(tiles, first + splits_.tiles_per_split);
+    const auto [first, last] = splits_.tile_range(b, task.split, tiles);
     buf.k_t.resize(static_cast<size_t>(d) * kTile);
     buf.v.resize(static_cast<size_t>(kTile) * d);
     buf.score.resize(kTile);
@@ -226,12 +225,8 @@ void check_inputs(const DecodeShape& shape, const std::vector<uint16_t>& q, cons
   if (static_cast<int>(splits.split_offset.size()) != shape.batch() + 1) fail("the split plan is for another batch");
   for (int b = 0; b < shape.batch(); ++b) {
     if (layout.length[b] != shape.cache_len[b]) fail("the cache does not hold cache_len tokens");
-    const int64_t tiles = (shape.cache_len[b] + kTile - 1) / kTile;
-    if (splits.tiles_per_split < 1 || static_cast<int64_t>(splits.splits(b)) * splits.tiles_per_split < tiles ||
-        static_cast<int64_t>(splits.splits(b) - 1) * splits.tiles_per_split >= tiles) {
-      fail("the split plan does not cover the cache");
-    }
   }
+  if (!splits.fits(shape)) fail("the split plan does not cover the cache");
 }
 
 void check_plan(const DecodeShape& shape, const RoutingPlan& plan) {

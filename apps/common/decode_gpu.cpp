@@ -159,9 +159,7 @@ DecodeGpu::DecodeGpu(const DecodeShape& shape, const std::vector<uint16_t>& q, G
 }
 
 void DecodeGpu::set_split_plan(const DecodeSplitPlan& splits) {
-  if (static_cast<int>(splits.split_offset.size()) != shape_.batch() + 1) {
-    throw std::invalid_argument("DecodeGpu: the split plan is for another batch");
-  }
+  if (!splits.fits(shape_)) throw std::invalid_argument("DecodeGpu: the split plan does not fit the shape");
   splits_ = splits;
   split_offset_ = gpu::to_device(splits.split_offset);
   const size_t bytes = gpu::decode_workspace_bytes(shape_.hq, shape_.d, shape_.batch(), splits.total_splits());

@@ -1,6 +1,8 @@
 #include "core/decode/decode_shape.hpp"
 
 #include <algorithm>
+#include <functional>
+#include <queue>
 #include <stdexcept>
 
 #include "core/error.hpp"
@@ -94,17 +96,64 @@ int decode_head_chunks(int hq, int hk, int max_new_tokens) {
   return (hq / hk + per_cta - 1) / per_cta;
 }
 
+namespace {
+
+// Fixed cost of a decode CTA in key tiles: Q load and quantization and the pipeline fill (one
+// tile), and for a sequence with several splits writing and combining its partial state (one more).
+constexpr int64_t kSplitCostTiles = 2;
+constexpr int64_t kWholeCostTiles = 1;
+
+// Time (in tiles) until the last CTA of a plan ends when the CTAs run in grid order, each on the
+// first of `slots` slots to free up: `ctas` lists (count, cost) runs in grid order.
+int64_t list_schedule_tiles(const std::vector<std::pair<int64_t, int64_t>>& ctas, int64_t slots) {
+  std::priority_queue<int64_t, std::vector<int64_t>, std::greater<int64_t>> free_at;
+  for (int64_t i = 0; i < slots; ++i) free_at.push(0);
+  int64_t end = 0;
+  for (const auto& [count, cost] : ctas) {
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t start = free_at.top();
+      free_at.pop();
+      free_at.push(start + cost);
+      end = std::max(end, start + cost);
+    }
+  }
+  return end;
+}
+
+// The CTAs of a plan in which the first `whole` sequences keep all their tiles and the others are
+// cut into splits of `per_split` tiles, as (count, cost) runs in grid order.
+std::vector<std::pair<int64_t, int64_t>> plan_ctas(const std::vector<int64_t>& tiles, int64_t ctas_per_split,
+                                                   size_t whole, int64_t per_split) {
+  std::vector<std::pair<int64_t, int64_t>> ctas;
+  for (size_t b = 0; b < tiles.size(); ++b) {
+    const int64_t splits = b < whole ? 1 : (tiles[b] + per_split - 1) / per_split;
+    if (splits == 1) {
+      ctas.emplace_back(ctas_per_split, tiles[b] + kWholeCostTiles);
+    } else {
+      for (int64_t s = 0; s < splits; ++s) {
+        ctas.emplace_back(ctas_per_split, std::min(per_split, tiles[b] - s * per_split) + kSplitCostTiles);
+      }
+    }
+  }
+  return ctas;
+}
+
+}  // namespace
+
 // Model: the decode kernel runs in waves of sm_count * ctas_per_sm CTAs, hk * head chunks CTAs per
-// split; a CTA costs its tiles plus kSplitCostTiles (Q load and quantization, the pipeline fill,
-// writing and combining its partial state), so a plan costs waves * (tiles_per_split +
-// kSplitCostTiles). Among the tiles-per-split values that give the longest sequence 1, 2, 3, ...
-// splits, the cheapest wins (ties: fewer splits). A wave only a little over the slots doubles the
-// cost, which is what happened to one split per sequence at batch 64 and 16k tokens (512 CTAs on
-// 396 INT8 slots: 1.29 waves, 79% of the copy bandwidth, where 3.88 waves of shorter splits fill
-// their last wave). Measured plans: docs/perf-notes.md.
+// split; a CTA costs its tiles plus kSplitCostTiles, so a uniform plan costs waves *
+// (tiles_per_split + kSplitCostTiles). Among the tiles-per-split values that give the longest
+// sequence 1, 2, 3, ... splits, the cheapest wins (ties: fewer splits). A wave only a little over
+// the slots doubles the cost, which is what happened to one split per sequence at batch 64 and
+// 16k tokens (512 CTAs on 396 INT8 slots: 1.29 waves, 79% of the copy bandwidth, where 3.88 waves
+// of shorter splits fill their last wave).
+// Where whole sequences fill at least one wave, the plan that keeps the first sequences whole (as
+// many as fill w waves) and cuts only the rest is priced too, by the time a list schedule of its
+// CTAs in grid order takes, and taken where that beats the uniform plan's: at 16k x 64 x 16 new
+// tokens, 49 whole sequences and 15 in 3 splits instead of 64 in 3 splits, so that three quarters
+// of the rows skip the partial states and the combine (docs/perf-notes.md, decode v21).
 DecodeSplitPlan make_decode_split_plan(const DecodeShape& shape, int sm_count, int ctas_per_sm,
                                        int min_tiles_per_split) {
-  constexpr int64_t kSplitCostTiles = 2;
   if (sm_count < 1 || ctas_per_sm < 1) {
     throw std::invalid_argument("make_decode_split_plan: sm_count and ctas_per_sm must be positive");
   }
@@ -135,7 +184,59 @@ DecodeSplitPlan make_decode_split_plan(const DecodeShape& shape, int sm_count, i
     }
     if (per_split == min_tiles_per_split) break;
   }
-  return fixed_decode_split_plan(shape, static_cast<int>(best_tiles));
+  DecodeSplitPlan plan = fixed_decode_split_plan(shape, static_cast<int>(best_tiles));
+
+  // Whole leading sequences, then the rest cut: splits of the longest remaining sequence up to
+  // kMaxCutSplits (more would only add CTAs to a plan whose first waves are already full). The
+  // model leaves out the combine, whose work grows with the splits, so among the candidates within
+  // 2% of the cheapest the one with the fewest splits is taken.
+  constexpr int64_t kMaxCutSplits = 16;
+  const int64_t batch = static_cast<int64_t>(tiles.size());
+  if (batch * ctas_per_split <= slots) return plan;
+  struct Candidate {
+    int64_t whole, per_split, splits, cost;
+  };
+  std::vector<Candidate> candidates;
+  for (int64_t waves = 1;; ++waves) {
+    const int64_t whole = waves * slots / ctas_per_split;
+    if (whole >= batch) break;
+    int64_t longest_cut = 1;
+    for (int64_t b = whole; b < batch; ++b) longest_cut = std::max(longest_cut, tiles[b]);
+    for (int64_t splits = 2; splits <= std::min(kMaxCutSplits, longest_cut); ++splits) {
+      const int64_t per_split = std::max<int64_t>(min_tiles_per_split, (longest_cut + splits - 1) / splits);
+      const auto ctas = plan_ctas(tiles, ctas_per_split, static_cast<size_t>(whole), per_split);
+      candidates.push_back({whole, per_split, splits, list_schedule_tiles(ctas, slots)});
+      if (per_split == min_tiles_per_split) break;
+    }
+  }
+  if (candidates.empty()) return plan;
+  int64_t cheapest = candidates.front().cost;
+  for (const Candidate& c : candidates) cheapest = std::min(cheapest, c.cost);
+  const Candidate* pick = nullptr;
+  for (const Candidate& c : candidates) {
+    if (c.cost * 100 <= cheapest * 102 && (pick == nullptr || c.splits < pick->splits)) pick = &c;
+  }
+  if (pick->cost >= list_schedule_tiles(plan_ctas(tiles, ctas_per_split, 0, best_tiles), slots)) return plan;
+  plan.tiles_per_split = static_cast<int>(pick->per_split);
+  std::vector<int64_t> counts(tiles.size(), 1);
+  for (int64_t b = pick->whole; b < batch; ++b) counts[b] = (tiles[b] + pick->per_split - 1) / pick->per_split;
+  plan.split_offset = prefix_sums(counts);
+  return plan;
+}
+
+std::pair<int64_t, int64_t> DecodeSplitPlan::tile_range(int b, int s, int64_t tiles) const {
+  if (splits(b) == 1) return {0, tiles};
+  const int64_t first = static_cast<int64_t>(s) * tiles_per_split;
+  return {first, std::min(tiles, first + tiles_per_split)};
+}
+
+bool DecodeSplitPlan::fits(const DecodeShape& shape) const {
+  if (tiles_per_split < 1 || split_offset.size() != shape.cache_len.size() + 1 || split_offset[0] != 0) return false;
+  for (int b = 0; b < shape.batch(); ++b) {
+    const int64_t tiles = decode_key_tiles(shape.cache_len[b]);
+    if (splits(b) != 1 && splits(b) != (tiles + tiles_per_split - 1) / tiles_per_split) return false;
+  }
+  return true;
 }
 
 DecodeSplitPlan fixed_decode_split_plan(const DecodeShape& shape, int tiles_per_split) {

@@ -5,6 +5,7 @@
 // sees cache token j iff j <= i + L_b - n_b. GQA: query head h reads KV head h / (hq / hk).
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/problem.hpp"
@@ -48,14 +49,25 @@ void validate_decode(DecodeShape& shape, const std::string& where = "");
 constexpr TileGeometry kDecodeGeometry{16, 64};
 
 // Split-K over the cache: the key tiles of sequence b (ceil(L_b / 64)) are cut into contiguous
-// chunks of `tiles_per_split` tiles; chunk s covers tiles [s * tiles_per_split, ...). The kernel
-// and the emulator take the same plan, so they combine the same partial states.
+// chunks of `tiles_per_split` tiles; chunk s covers tiles [s * tiles_per_split, ...). A sequence
+// with a single split takes all its tiles, however many: a plan may keep some sequences whole and
+// cut the others (make_decode_split_plan does where whole sequences fill the first waves). The
+// kernel and the emulator take the same plan, so they combine the same partial states.
 struct DecodeSplitPlan {
   int tiles_per_split = 1;
   std::vector<int64_t> split_offset;  // B+1 prefix sums of the split count per sequence
   int64_t total_splits() const { return split_offset.back(); }
   int splits(int b) const { return static_cast<int>(split_offset[b + 1] - split_offset[b]); }
+  // Key tiles [first, last) of split s of sequence b, which has `tiles` key tiles.
+  std::pair<int64_t, int64_t> tile_range(int b, int s, int64_t tiles) const;
+  // Whether every sequence of `shape` has one split or ceil(tiles / tiles_per_split).
+  bool fits(const DecodeShape& shape) const;
 };
+
+// Key tiles of a sequence of `cache_len` tokens.
+inline int64_t decode_key_tiles(int64_t cache_len) {
+  return (cache_len + kDecodeGeometry.block_n - 1) / kDecodeGeometry.block_n;
+}
 
 // Query rows of one decode CTA at most: query heads x new tokens of one KV head; more heads are
 // split into head chunks of this many rows (the kernel's largest row configuration).

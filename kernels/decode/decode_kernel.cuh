@@ -91,8 +91,10 @@ struct DecodeBlock {
     n = static_cast<int>(p.cu_new[b + 1] - p.cu_new[b]);
     len = static_cast<int>(p.cache_len[b]);
     rows = heads * n;
+    // A sequence with one split takes all its tiles (DecodeSplitPlan).
+    const int tiles = (len + kDecodeBlockN - 1) / kDecodeBlockN;
     tile_begin = split * p.tiles_per_split;
-    tile_end = min((len + kDecodeBlockN - 1) / kDecodeBlockN, tile_begin + p.tiles_per_split);
+    tile_end = splits == 1 ? tiles : min(tiles, tile_begin + p.tiles_per_split);
   }
 
   // Global token index of row r, and its query head.

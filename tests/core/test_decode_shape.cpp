@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -43,15 +44,14 @@ std::string parse_error(const std::string& text) {
 void check_covers_every_tile(const DecodeShape& s, const DecodeSplitPlan& p) {
   REQUIRE(p.split_offset.size() == s.cache_len.size() + 1);
   REQUIRE(p.split_offset.front() == 0);
+  REQUIRE(p.fits(s));
   for (int b = 0; b < s.batch(); ++b) {
     const int64_t tiles = (s.cache_len[b] + 63) / 64;
     std::vector<int> owner(static_cast<size_t>(tiles), 0);
     for (int split = 0; split < p.splits(b); ++split) {
-      for (int64_t n = static_cast<int64_t>(split) * p.tiles_per_split;
-           n < std::min<int64_t>(tiles, static_cast<int64_t>(split + 1) * p.tiles_per_split); ++n) {
-        ++owner[n];
-      }
-      REQUIRE(static_cast<int64_t>(split) * p.tiles_per_split < tiles);  // no empty split
+      const auto [first, last] = p.tile_range(b, split, tiles);
+      REQUIRE(first < last);  // no empty split
+      for (int64_t n = first; n < last; ++n) ++owner[n];
     }
     for (int o : owner) REQUIRE(o == 1);
   }
@@ -108,15 +108,20 @@ TEST_CASE("split plan covers every key tile once and keeps the last wave nearly 
     CHECK(p.tiles_per_split == 42);
     CHECK(p.total_splits() == 49);
   }
-  SECTION("batch 64 at 16k tokens: 3.88 waves of 86-tile splits, not 1.29 waves of whole sequences") {
+  SECTION("batch 64 at 16k tokens: a wave of whole sequences, then the rest in 86-tile splits") {
     DecodeShape s = decode_shape(32, 8, 128, std::vector<int64_t>(64, 16384), std::vector<int64_t>(64, 1));
     validate_decode(s);
     const DecodeSplitPlan p = make_decode_split_plan(s, 132, 3);
     check_covers_every_tile(s, p);
+    // 49 whole sequences are 392 CTAs of the 396 slots; the other 15 in 3 splits are 360 CTAs
+    // that start as the first wave ends. Not 1.29 waves of whole sequences (the last wave 29%
+    // full), and cheaper in the model than 3.88 waves of 86-tile splits of every sequence.
     CHECK(p.tiles_per_split == 86);
-    CHECK(p.total_splits() == 3 * 64);
+    std::vector<int64_t> counts(64, 1);
+    std::fill(counts.begin() + 49, counts.end(), 3);
+    CHECK(p.split_offset == prefix_sums(counts));
     // Two CTAs per multiprocessor: 512 whole sequences are 1.94 waves, already nearly full.
-    CHECK(make_decode_split_plan(s, 132, 2).tiles_per_split == 256);
+    CHECK(make_decode_split_plan(s, 132, 2).total_splits() == 64);
   }
   SECTION("head chunks count as CTAs: 16 new tokens x 16 heads per KV head = 2 chunks") {
     DecodeShape s = decode_shape(32, 2, 128, {65536}, {16});
@@ -181,7 +186,23 @@ TEST_CASE("fixed split plans cut every sequence into equal runs of tiles", "[dec
   CHECK(p.tiles_per_split == 5);
   // 1, 1, 2 and 47 tiles: 1, 1, 1 and 10 splits (the last one 2 tiles).
   CHECK(p.split_offset == std::vector<int64_t>{0, 1, 2, 3, 13});
+  CHECK(p.tile_range(3, 9, 47) == std::pair<int64_t, int64_t>{45, 47});
   CHECK_THROWS_AS(fixed_decode_split_plan(s, 0), std::invalid_argument);
+}
+
+TEST_CASE("a sequence with one split takes all its tiles", "[decode]") {
+  DecodeShape s = decode_shape(8, 2, 64, {3000, 3000, 65}, {1, 1, 1});
+  validate_decode(s);
+  DecodeSplitPlan p = fixed_decode_split_plan(s, 8);  // 6, 6 and 1 splits
+  CHECK(p.fits(s));
+  p.split_offset = {0, 1, 7, 8};  // the first sequence whole
+  check_covers_every_tile(s, p);
+  CHECK(p.tile_range(0, 0, 47) == std::pair<int64_t, int64_t>{0, 47});
+  CHECK(p.tile_range(1, 5, 47) == std::pair<int64_t, int64_t>{40, 47});
+  p.split_offset = {0, 2, 8, 9};  // 2 splits of 8 tiles do not cover 47
+  CHECK_FALSE(p.fits(s));
+  p.split_offset = {0, 1, 7};  // another batch
+  CHECK_FALSE(p.fits(s));
 }
 
 TEST_CASE("decode mainloop and resident CTAs per configuration", "[decode]") {

@@ -76,6 +76,16 @@ const std::vector<Problem> kProblems = {
     {"GQA16 d64 two head chunks", 16, 1, 64, {3000, 64}, {16, 16}, InputKind::llm_like},
 };
 
+// Splits of `tiles_per_split` tiles, but the sequence with the most tiles in one split of all.
+DecodeSplitPlan longest_whole(const DecodeShape& shape, int tiles_per_split) {
+  DecodeSplitPlan plan = fixed_decode_split_plan(shape, tiles_per_split);
+  const auto longest = std::max_element(shape.cache_len.begin(), shape.cache_len.end()) - shape.cache_len.begin();
+  std::vector<int64_t> counts;
+  for (int b = 0; b < shape.batch(); ++b) counts.push_back(b == longest ? 1 : plan.splits(b));
+  plan.split_offset = prefix_sums(counts);
+  return plan;
+}
+
 }  // namespace
 
 TEST_CASE("kv_append is bit-identical with append_tokens", "[gpu][decode]") {
@@ -137,14 +147,16 @@ TEST_CASE("decode over the INT8 and FP16 caches matches the emulator", "[gpu][de
   for (const Problem& pr : kProblems) {
     SECTION(pr.name) {
       const DecodeShape shape = make_decode_shape(pr.hq, pr.hk, pr.d, pr.cache_len, pr.new_tokens);
-      // The device's plan, single-tile splits (many partial states per row) and uneven splits.
+      // The device's plan, single-tile splits (many partial states per row), uneven splits, and
+      // 2-tile splits with the longest sequence kept whole (one split of all its tiles).
       const std::vector<DecodeSplitPlan> split_plans = {device_split_plan(shape), fixed_decode_split_plan(shape, 1),
-                                                        fixed_decode_split_plan(shape, 3)};
+                                                        fixed_decode_split_plan(shape, 3), longest_whole(shape, 2)};
       for (const Route& route : routes) {
         const PreparedDecode pd = prepare(shape, route.layout, route.ratio, pr.input, 17);
         for (size_t sp = 0; sp < split_plans.size(); ++sp) {
-          // Every route with the device's plan; the forced plans on two routes each keep it short.
-          if (sp > 0 && route.layout != (sp == 1 ? LayoutKind::sptrans : LayoutKind::one)) continue;
+          // Every route with the device's plan; each forced plan on one route keeps it short.
+          static constexpr LayoutKind kForcedPlanRoute[] = {LayoutKind::sptrans, LayoutKind::one, LayoutKind::zero};
+          if (sp > 0 && route.layout != kForcedPlanRoute[sp - 1]) continue;
           const DecodeSplitPlan& splits = split_plans[sp];
           INFO("layout=" << to_string(route.layout) << " coverage=" << pd.plan.coverage.groups()
                          << " tiles_per_split=" << splits.tiles_per_split

@@ -281,6 +281,33 @@ TEST_CASE("split-K: one split or many agree to the rounding of P and of the outp
   }
 }
 
+TEST_CASE("split-K: a whole sequence beside cut ones gives each sequence its own plan's bits", "[decode]") {
+  const DecodeProblem p = make_problem(8, 2, 64, {1, 63, 64, 65, 2100}, {1, 4, 16, 16, 16}, LayoutKind::rowrand, 0.5,
+                                       InputKind::llm_like, 8, 3);
+  const PreparedDecode& pd = p.pd;
+  // Single-tile splits everywhere, and the same with the last sequence (33 tiles) kept whole.
+  const DecodeSplitPlan cut = uniform_splits(pd.shape, 1);
+  DecodeSplitPlan mixed = cut;
+  mixed.split_offset.back() = mixed.split_offset[4] + 1;
+  REQUIRE(mixed.fits(pd.shape));
+  const DecodeSplitPlan whole = uniform_splits(pd.shape, 1000);
+  const std::vector<int64_t> cu_new = prefix_sums(pd.shape.new_tokens);
+  const size_t row_values = static_cast<size_t>(pd.shape.hq) * pd.shape.d;
+  const size_t last_first = static_cast<size_t>(cu_new[4]) * row_values;
+  const auto check = [&](const DecodeResult& got, const DecodeResult& as_cut, const DecodeResult& as_whole) {
+    // Outputs [total_new, hq, d]: the first four sequences' rows as in `cut`, the last's as in `whole`.
+    REQUIRE(got.o.size() == as_cut.o.size());
+    CHECK(std::equal(got.o.begin(), got.o.begin() + last_first, as_cut.o.begin()));
+    CHECK(std::equal(got.o.begin() + last_first, got.o.end(), as_whole.o.begin() + last_first));
+    CHECK_FALSE(std::equal(as_cut.o.begin() + last_first, as_cut.o.end(), as_whole.o.begin() + last_first));
+  };
+  check(emulate_decode_int8(pd.shape, pd.q, pd.int8, pd.plan, mixed),
+        emulate_decode_int8(pd.shape, pd.q, pd.int8, pd.plan, cut),
+        emulate_decode_int8(pd.shape, pd.q, pd.int8, pd.plan, whole));
+  check(emulate_decode_fp16(pd.shape, pd.q, pd.fp16, mixed), emulate_decode_fp16(pd.shape, pd.q, pd.fp16, cut),
+        emulate_decode_fp16(pd.shape, pd.q, pd.fp16, whole));
+}
+
 TEST_CASE("decode emulator: GQA 1/4/8, 1/4/16 new tokens, caches of 1, 63, 64, 65 tokens", "[decode]") {
   uint64_t seed = 100;
   for (int group : {1, 4, 8}) {
