@@ -186,8 +186,9 @@ DecodeSplitPlan make_decode_split_plan(const DecodeShape& shape, int sm_count, i
   }
   DecodeSplitPlan plan = fixed_decode_split_plan(shape, static_cast<int>(best_tiles));
 
-  // Whole leading sequences, then the rest cut: splits of the longest remaining sequence up to
-  // kMaxCutSplits (more would only add CTAs to a plan whose first waves are already full). The
+  // Whole leading sequences, as many as fill the most whole waves or one wave fewer, then the rest
+  // cut: splits of the longest remaining sequence up to kMaxCutSplits (more would only add CTAs to
+  // a plan whose first waves are already full). The
   // model leaves out the combine, whose work grows with the splits, so among the candidates within
   // 2% of the cheapest the one with the fewest splits is taken.
   constexpr int64_t kMaxCutSplits = 16;
@@ -197,7 +198,8 @@ DecodeSplitPlan make_decode_split_plan(const DecodeShape& shape, int sm_count, i
     int64_t whole, per_split, splits, cost;
   };
   std::vector<Candidate> candidates;
-  for (int64_t waves = 1;; ++waves) {
+  const int64_t most_waves = (batch * ctas_per_split - 1) / slots;  // whole waves that leave a sequence
+  for (int64_t waves = std::max<int64_t>(1, most_waves - 1); waves <= most_waves; ++waves) {
     const int64_t whole = waves * slots / ctas_per_split;
     if (whole >= batch) break;
     int64_t longest_cut = 1;
