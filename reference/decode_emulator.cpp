@@ -174,7 +174,7 @@ class DecodeEmulator {
     float x_max = kNegInf;
     for (int j = 0; j < legal; ++j) x_max = std::max(x_max, x[j]);
     const float tile_max = legal > 0 ? x_max * f : kNegInf;
-    const float m_new = std::max(row_max, tile_max);
+    const float m_new = tile_max > row_max + kDecodeRescaleLog2 ? tile_max : row_max;
     const float reference = m_new == kNegInf ? 0.0f : m_new;
     const float alpha = std::exp2(row_max - reference);
 

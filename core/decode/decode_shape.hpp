@@ -15,6 +15,13 @@ namespace tilemix {
 
 constexpr int kMaxDecodeTokens = 16;
 
+// Online softmax of decode: a row's running reference m moves only when a tile's maximum passes it
+// by more than this (log2 domain), or from -inf; otherwise p = exp2(s - m) <= 2^6 and O, l keep
+// their scale, so the O rescale of most tiles is skipped. 6 keeps the FP16 P finite: the INT8
+// cache folds V's block scale (at most 65504 / 127) into p before the FP16 rounding, and 2^6 *
+// 65504 / 127 = 33010 < 65504. Any reference gives the same o and LSE up to rounding.
+constexpr float kDecodeRescaleLog2 = 6.0f;
+
 // Which decode mainloop a GPU call runs: mma.sync (every configuration) or wgmma (INT8 cache,
 // d = 128, up to 64 query rows per CTA); automatic takes wgmma where it applies and the CTA has
 // more than 32 rows (kernels/decode/decode_config.hpp says why).

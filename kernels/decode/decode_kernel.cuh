@@ -12,7 +12,8 @@
 //      mma.m16n8k16 on K, x = acc, f = scale_log2;
 //   3. no score for keys past the sequence or the causal limit (only the last tiles);
 //   4. the tile's row maxima of x times f (one exchange through shared memory when warps split
-//      the keys), p = exp2(fma(x, f, -m)) in fp32, O rescaled;
+//      the keys), the reference m moved where the maximum passes it by more than
+//      kDecodeRescaleLog2, p = exp2(fma(x, f, -m)) in fp32, O rescaled where m moved;
 //   5. O^T += V^T P^T: V8 codes converted in registers after ldmatrix.trans, P times the V block
 //      scale rounded to FP16 (FP16 cache: P rounded), P transposed into a B fragment by movmatrix.
 // Epilogue: warps' partial O and l summed through shared memory; a single-split sequence writes
@@ -567,13 +568,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
         }
     }
 
-    // Online softmax in the log2 domain, the emulator's rounding points: p = exp2(fma(x, f, -m)).
+    // Online softmax in the log2 domain, the emulator's rounding points: the reference m moves
+    // only when the tile's maximum passes it by more than kDecodeRescaleLog2 (or from -inf), and
+    // p = exp2(fma(x, f, -m)) <= 2^kDecodeRescaleLog2.
     float alpha[QF][2];
 #pragma unroll
     for (int f = 0; f < QF; ++f) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const float m_new = fmaxf(row_max[f][e], tile_max[f][e]);
+        const float m_new = tile_max[f][e] > __fadd_rn(row_max[f][e], kDecodeRescaleLog2) ? tile_max[f][e]
+                                                                                         : row_max[f][e];
         const float ref = m_new == -INFINITY ? 0.0f : m_new;
         alpha[f][e] = exp2_approx(__fsub_rn(row_max[f][e], ref));
         row_max[f][e] = m_new;
@@ -600,9 +604,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
         row_sum[f][e] = __fadd_rn(__fmul_rn(row_sum[f][e], alpha[f][e]), sum);
       }
     }
-    // O *= alpha, skipped when no column of the warp moved its maximum (alpha = 1 leaves O
-    // unchanged): over a long cache the maxima settle early, and the rescale is DS * QF * 4
-    // multiplies per thread and tile.
+    // O *= alpha, skipped when no column of the warp moved its reference (alpha = 1 leaves O
+    // unchanged): a reference moves only when a tile's maximum passes it by more than
+    // kDecodeRescaleLog2, and the rescale is DS * QF * 4 multiplies per thread and tile.
     bool moved = false;
 #pragma unroll
     for (int f = 0; f < QF; ++f) moved = moved || alpha[f][0] != 1.0f || alpha[f][1] != 1.0f;

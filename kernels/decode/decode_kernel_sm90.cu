@@ -17,8 +17,9 @@
 //      MN-major): codes loaded under the score MMA, stored beside the softmax (INT8 route) or
 //      under the FP16 score MMA;
 //   4. no score past the sequence or the causal limit; row maxima of x within the quad of lanes
-//      that holds a row, times f; p = exp2(fma(x, f, -m)); O rescaled, per half of the warp's
-//      rows, where a maximum of that half moved;
+//      that holds a row, times f; the reference m moves where the maximum passes it by more than
+//      kDecodeRescaleLog2; p = exp2(fma(x, f, -m)); O rescaled, per half of the warp's rows,
+//      where a reference of that half moved;
 //   5. O += P V: P times the V block scale rounded to FP16, straight from the score registers;
 //      under it the tile kStages ahead is issued into the stage this one leaves.
 // Epilogue: o = fp16(O / l) and LSE, or (m, l, O) of a split for the combine kernel.
@@ -276,7 +277,8 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
       float alpha[2], neg_ref[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const float m_new = fmaxf(row_max[h], __fmul_rn(x_max[h], f[h]));
+        const float tile_max = __fmul_rn(x_max[h], f[h]);
+        const float m_new = tile_max > __fadd_rn(row_max[h], kDecodeRescaleLog2) ? tile_max : row_max[h];
         const float ref = m_new == -INFINITY ? 0.0f : m_new;
         alpha[h] = exp2_approx(__fsub_rn(row_max[h], ref));
         neg_ref[h] = -ref;
@@ -292,9 +294,9 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
         row_sum[h] = __fadd_rn(__fmul_rn(row_sum[h], alpha[h]), sum);
       }
       // O *= alpha for each half of the warp's rows (rows g and rows g + 8) on its own, skipped
-      // where no row of the half moved its maximum (alpha = 1 leaves O unchanged): for random
-      // scores a row's maximum moves in about 1/t of its tiles, so 8 rows sharing the 32
-      // multiplies skip them far more often than 16.
+      // where no row of the half moved its reference (alpha = 1 leaves O unchanged): a reference
+      // moves only when a tile's maximum passes it by more than kDecodeRescaleLog2, which after
+      // a row's first tile is rare.
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         if (__any_sync(0xffffffffu, alpha[h] != 1.0f)) {

@@ -228,6 +228,55 @@ TEST_CASE("decode keeps zero scales finite next to illegal keys", "[gpu][decode]
   }
 }
 
+TEST_CASE("decode keeps FP16 P finite at the largest V under the lazy reference", "[gpu][decode]") {
+  // V at +-65504 (INT8: codes +-127, block scale 65504 / 127), Q = e_0 for every row, and key 64
+  // scoring `jump` (log2 units) above key 0, the first tile's maximum: just below
+  // kDecodeRescaleLog2 the reference stays and tile 2's p * v_scale reaches 2^jump * 515.8, just
+  // above it the reference moves (reference/decode_emulator.hpp). Both mainloops, both caches.
+  const DecodeShape shape = make_decode_shape(4, 1, 128, {128}, {16});
+  for (float jump : {kDecodeRescaleLog2 - 0.25f, kDecodeRescaleLog2 + 1.5f}) {
+    for (LayoutKind layout : {LayoutKind::one, LayoutKind::zero}) {
+      PreparedDecode pd = prepare(shape, layout, layout == LayoutKind::one ? 1.0 : 0.0, InputKind::gaussian, 31);
+      const int d = shape.d;
+      const float log2_per_unit = pd.shape.softmax_scale * 1.44269504088896340736f;  // key channel 0 -> log2 units
+      const float k_low = 2.0f, k_high = half_to_float(float_to_half(k_low + jump / log2_per_unit));
+      std::fill(pd.q.begin(), pd.q.end(), uint16_t{0});
+      for (size_t row = 0; row < pd.q.size() / d; ++row) pd.q[row * d] = float_to_half(1.0f);
+      std::fill(pd.int8.k8.begin(), pd.int8.k8.end(), int8_t{0});
+      std::fill(pd.fp16.k.begin(), pd.fp16.k.end(), uint16_t{0});
+      for (int tile = 0; tile < 2; ++tile) {
+        const float key = tile == 0 ? k_low : k_high;
+        pd.int8.k8[static_cast<size_t>(64 * tile) * d] = 127;
+        pd.int8.k_scale[tile] = key / 127.0f;
+        pd.int8.v_scale[tile] = 65504.0f / 127.0f;
+        pd.fp16.k[static_cast<size_t>(64 * tile) * d] = float_to_half(key);
+      }
+      for (int t = 0; t < 128; ++t) {
+        for (int c = 0; c < d; ++c) {
+          const bool negative = (t + c) % 3 == 0;
+          pd.int8.v8[static_cast<size_t>(t) * d + c] = negative ? int8_t{-127} : int8_t{127};
+          pd.fp16.v[static_cast<size_t>(t) * d + c] = float_to_half(negative ? -65504.0f : 65504.0f);
+        }
+      }
+      const DecodeSplitPlan splits = fixed_decode_split_plan(shape, 2);
+      DecodeGpu gpu(pd, splits);
+      const DecodeResult expected = emulate_decode_int8(shape, pd.q, pd.int8, pd.plan, splits);
+      for (DecodeMainloop mainloop : {DecodeMainloop::mma_sync, DecodeMainloop::wgmma}) {
+        gpu.set_mainloop(mainloop);
+        const Agreement a = agreement(gpu.run(CacheKind::int8), expected);
+        INFO("jump " << jump << ", layout " << to_string(layout) << ", mainloop " << to_string(mainloop) << ": "
+                     << a.describe());
+        CHECK(a.dev.nonfinite == 0);
+        CHECK(tight(a));
+      }
+      const Agreement f = agreement(gpu.run(CacheKind::fp16), emulate_decode_fp16(shape, pd.q, pd.fp16, splits));
+      INFO("jump " << jump << ", fp16 cache: " << f.describe());
+      CHECK(f.dev.nonfinite == 0);
+      CHECK(tight(f));
+    }
+  }
+}
+
 TEST_CASE("decode honours every routing bit", "[gpu][decode]") {
   // One 64-token tile per sequence, all INT8; flipping the bit of one (KV head, sequence) moves
   // that tile to the FP16 score path, which changes every output of its rows by far more than

@@ -198,6 +198,55 @@ TEST_CASE("decode emulator follows the documented rounding points", "[decode]") 
   }
 }
 
+TEST_CASE("decode: the lazy reference keeps FP16 P finite at the largest V", "[decode]") {
+  // One new token, 128 cached keys (two tiles) with V at +-65504, so the INT8 block scale of V is
+  // 65504 / 127. Key 64 scores `jump` (log2 units) above key 0, the first tile's maximum: below
+  // kDecodeRescaleLog2 the reference stays and tile 2's largest p * v_scale is 2^jump * 515.8;
+  // above it the reference moves. Both stay finite only while the threshold is at most ~6.99.
+  const int d = 64;
+  const DecodeShape s = make_decode_shape(1, 1, d, {128}, {1}, 1.0f);
+  RoutingRequest request;
+  request.geometry = kDecodeGeometry;
+  request.layout = LayoutKind::zero;
+  const RoutingPlan zero = make_plan(s.attention_shape(), request);
+  request.layout = LayoutKind::one;
+  request.ratio = 1.0;
+  const RoutingPlan one = make_plan(s.attention_shape(), request);
+  const DecodeSplitPlan splits = fixed_decode_split_plan(s, 2);
+  for (float jump : {kDecodeRescaleLog2 - 0.25f, kDecodeRescaleLog2 + 1.5f}) {
+    std::vector<uint16_t> q(d, 0), k(128 * d, 0), v(128 * d, 0);
+    q[0] = float_to_half(1.0f);
+    k[0] = float_to_half(2.0f);
+    k[64 * d] = float_to_half(2.0f + jump / kLog2e);
+    for (int t = 0; t < 128; ++t) {
+      for (int c = 0; c < d; ++c) v[t * d + c] = float_to_half((t + c) % 3 == 0 ? -65504.0f : 65504.0f);
+    }
+    const KvCacheLayout layout = make_cache_layout(1, d, {128});
+    Int8KvCache int8 = make_int8_cache(layout);
+    Fp16KvCache fp16 = make_fp16_cache(layout);
+    append_tokens(int8, {128}, k, v);
+    append_tokens(fp16, {128}, k, v);
+    // Exact attention over the FP16 tokens, in double.
+    std::vector<double> expected(d, 0.0), p(128);
+    double m = -std::numeric_limits<double>::infinity(), l = 0.0;
+    for (int t = 0; t < 128; ++t) m = std::max(m, static_cast<double>(half_to_float(k[t * d])));
+    for (int t = 0; t < 128; ++t) l += p[t] = std::exp(static_cast<double>(half_to_float(k[t * d])) - m);
+    for (int t = 0; t < 128; ++t) {
+      for (int c = 0; c < d; ++c) expected[c] += p[t] / l * half_to_float(v[t * d + c]);
+    }
+    const std::pair<const char*, DecodeResult> runs[] = {
+        {"int8 zero", emulate_decode_int8(s, q, int8, zero, splits)},
+        {"int8 one", emulate_decode_int8(s, q, int8, one, splits)},
+        {"fp16", emulate_decode_fp16(s, q, fp16, splits)}};
+    for (const auto& [name, got] : runs) {
+      INFO(name << ", jump " << jump);
+      const Deviation dev = compare(got.o, expected);
+      CHECK(dev.nonfinite == 0);
+      CHECK(dev.rel_l2 < 1e-2);
+    }
+  }
+}
+
 TEST_CASE("decode emulator over the FP16 cache is exact up to FP16 rounding", "[decode]") {
   for (InputKind input : {InputKind::gaussian, InputKind::llm_like}) {
     const DecodeProblem p = make_problem(8, 2, 128, {1, 63, 64, 65, 1500}, {1, 4, 16, 16, 4}, LayoutKind::zero, 0.0,
