@@ -188,9 +188,8 @@ DecodeSplitPlan make_decode_split_plan(const DecodeShape& shape, int sm_count, i
 
   // Whole leading sequences, as many as fill the most whole waves or one wave fewer, then the rest
   // cut: splits of the longest remaining sequence up to kMaxCutSplits (more would only add CTAs to
-  // a plan whose first waves are already full). The
-  // model leaves out the combine, whose work grows with the splits, so among the candidates within
-  // 2% of the cheapest the one with the fewest splits is taken.
+  // a plan whose first waves are already full). The model leaves out the combine, whose work grows
+  // with the splits, so among the candidates within 2% of the cheapest the fewest splits win.
   constexpr int64_t kMaxCutSplits = 16;
   const int64_t batch = static_cast<int64_t>(tiles.size());
   if (batch * ctas_per_split <= slots) return plan;
