@@ -210,14 +210,17 @@ DecodeSplitPlan make_decode_split_plan(const DecodeShape& shape, int sm_count, i
       if (per_split == min_tiles_per_split) break;
     }
   }
-  if (candidates.empty()) return plan;
-  int64_t cheapest = candidates.front().cost;
+  // Only candidates that beat the uniform plan's schedule count.
+  const int64_t uniform_cost = list_schedule_tiles(plan_ctas(tiles, ctas_per_split, 0, best_tiles), slots);
+  int64_t cheapest = uniform_cost;
   for (const Candidate& c : candidates) cheapest = std::min(cheapest, c.cost);
   const Candidate* pick = nullptr;
   for (const Candidate& c : candidates) {
-    if (c.cost * 100 <= cheapest * 102 && (pick == nullptr || c.splits < pick->splits)) pick = &c;
+    if (c.cost < uniform_cost && c.cost * 100 <= cheapest * 102 && (pick == nullptr || c.splits < pick->splits)) {
+      pick = &c;
+    }
   }
-  if (pick->cost >= list_schedule_tiles(plan_ctas(tiles, ctas_per_split, 0, best_tiles), slots)) return plan;
+  if (pick == nullptr) return plan;
   plan.tiles_per_split = static_cast<int>(pick->per_split);
   std::vector<int64_t> counts(tiles.size(), 1);
   for (int64_t b = pick->whole; b < batch; ++b) counts[b] = (tiles[b] + pick->per_split - 1) / pick->per_split;

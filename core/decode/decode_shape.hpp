@@ -16,10 +16,12 @@ namespace tilemix {
 constexpr int kMaxDecodeTokens = 16;
 
 // Online softmax of decode: a row's running reference m moves only when a tile's maximum passes it
-// by more than this (log2 domain), or from -inf; otherwise p = exp2(s - m) <= 2^6 and O, l keep
-// their scale, so the O rescale of most tiles is skipped. 6 keeps the FP16 P finite: the INT8
-// cache folds V's block scale (at most 65504 / 127) into p before the FP16 rounding, and 2^6 *
-// 65504 / 127 = 33010 < 65504. Any reference gives the same o and LSE up to rounding.
+// by more than this (log2 domain), or from -inf; otherwise p = exp2(s - m) <= 2^6 (up to the
+// rounding of m + 6) and O, l keep their scale, so the O rescale of most tiles is skipped. 6 keeps
+// the FP16 P finite: the INT8 cache folds V's block scale (at most 65504 / 127) into p before the
+// FP16 rounding, and 2^6 * 65504 / 127 = 33010 < 65504. Any reference gives the same o and LSE up
+// to rounding; a key far below the maximum keeps more of its FP16 precision than with the exact
+// maximum as reference.
 constexpr float kDecodeRescaleLog2 = 6.0f;
 
 // Which decode mainloop a GPU call runs: mma.sync (every configuration) or wgmma (INT8 cache,
@@ -89,8 +91,9 @@ int decode_head_chunks(int hq, int hk, int max_new_tokens);
 // Chooses tiles_per_split (at least `min_tiles_per_split`) for a GPU of `sm_count`
 // multiprocessors that keep `ctas_per_sm` decode CTAs resident each: the plan with the fewest
 // waves times tiles per split (plus a split's fixed cost), so that the last wave is nearly full
-// and long caches at small batch still fill the GPU. The model and the measurements behind it are
-// in decode_shape.cpp.
+// and long caches at small batch still fill the GPU; where whole sequences fill a wave, possibly
+// a plan that keeps the leading sequences whole and cuts only the rest. The model and the
+// measurements behind it are in decode_shape.cpp.
 DecodeSplitPlan make_decode_split_plan(const DecodeShape& shape, int sm_count, int ctas_per_sm,
                                        int min_tiles_per_split = 4);
 // Every sequence cut into splits of exactly `tiles_per_split` key tiles (the last one shorter).

@@ -6,6 +6,7 @@
 // scales and zero queries beside illegal keys; and a flipped routing bit is caught.
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -274,6 +275,54 @@ TEST_CASE("decode keeps FP16 P finite at the largest V under the lazy reference"
       CHECK(f.dev.nonfinite == 0);
       CHECK(tight(f));
     }
+  }
+}
+
+TEST_CASE("decode: under the lazy reference a key far below a later maximum keeps its FP16 P", "[gpu][decode]") {
+  // The inputs of the emulator test of the same name at d = 128 and 16 new tokens with GQA 4 (64
+  // rows: both mainloops): Q = e_0 for every row, softmax scale 1, keys scoring 0 but key 64 (5.9
+  // log2 units, within kDecodeRescaleLog2 of tile 1's maximum) and key 65 (-16.4), V only at key
+  // 65. o[0] of every row is p_65 * 127 / l: 2^-16.4 in FP16 under the lazy reference, 7% off if
+  // a kernel measured p against the exact maximum.
+  const DecodeShape shape = make_decode_shape(4, 1, 128, {128}, {16}, 1.0f);
+  const int d = shape.d;
+  std::vector<uint16_t> k(128 * d, 0), v(128 * d, 0);
+  const float log2e = 1.44269504088896340736f;
+  k[64 * d] = float_to_half(5.9f / log2e);
+  k[65 * d] = float_to_half(-16.4f / log2e);
+  v[65 * d] = float_to_half(127.0f);
+  double m = -1e30, l = 0.0;
+  for (int t = 0; t < 128; ++t) m = std::max(m, static_cast<double>(half_to_float(k[t * d])));
+  for (int t = 0; t < 128; ++t) l += std::exp(static_cast<double>(half_to_float(k[t * d])) - m);
+  const double expected = std::exp(static_cast<double>(half_to_float(k[65 * d])) - m) * 127.0 / l;
+  const auto o0_within = [&](const DecodeOutput& got) {
+    int far = 0;
+    for (size_t row = 0; row < got.o.size() / d; ++row) {
+      far += !(std::fabs(half_to_float(got.o[row * d]) - expected) < 0.02 * expected);
+    }
+    return far;
+  };
+  for (LayoutKind layout : {LayoutKind::zero, LayoutKind::one}) {
+    PreparedDecode pd = prepare(shape, layout, layout == LayoutKind::one ? 1.0 : 0.0, InputKind::gaussian, 37);
+    std::fill(pd.q.begin(), pd.q.end(), uint16_t{0});
+    for (size_t row = 0; row < pd.q.size() / d; ++row) pd.q[row * d] = float_to_half(1.0f);
+    const KvCacheLayout empty = make_cache_layout(shape.hk, d, shape.cache_len);
+    pd.int8 = make_int8_cache(empty);
+    pd.fp16 = make_fp16_cache(empty);
+    append_tokens(pd.int8, {128}, k, v);
+    append_tokens(pd.fp16, {128}, k, v);
+    const DecodeSplitPlan splits = fixed_decode_split_plan(shape, 2);
+    DecodeGpu gpu(pd, splits);
+    for (DecodeMainloop mainloop : {DecodeMainloop::mma_sync, DecodeMainloop::wgmma}) {
+      gpu.set_mainloop(mainloop);
+      const DecodeOutput got = gpu.run(CacheKind::int8);
+      INFO("layout " << to_string(layout) << ", mainloop " << to_string(mainloop) << ": o[0] of row 0 "
+                     << half_to_float(got.o[0]) << ", exact " << expected);
+      CHECK(o0_within(got) == 0);
+    }
+    const DecodeOutput got16 = gpu.run(CacheKind::fp16);
+    INFO("fp16 cache: o[0] of row 0 " << half_to_float(got16.o[0]) << ", exact " << expected);
+    CHECK(o0_within(got16) == 0);
   }
 }
 

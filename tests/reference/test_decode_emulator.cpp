@@ -247,6 +247,43 @@ TEST_CASE("decode: the lazy reference keeps FP16 P finite at the largest V", "[d
   }
 }
 
+TEST_CASE("decode: under the lazy reference a key far below a later maximum keeps its FP16 P", "[decode]") {
+  // One new token, 128 keys, Q = e_0 with softmax_scale 1, so a key's score is 1.4427 * k[0] in
+  // log2 units. Keys score 0 but key 64 (5.9: within kDecodeRescaleLog2 of tile 1's maximum, so the
+  // reference stays 0) and key 65 (-16.4); only key 65 has a value (V[65][0] = 127). Under the lazy
+  // reference p_65 = 2^-16.4, 194 FP16 subnormal steps; measured against the exact maximum (5.9) it
+  // would be 2^-22.3, 3.2 steps rounded to 3, and o[0] off by 7%.
+  const int d = 64;
+  const DecodeShape s = make_decode_shape(1, 1, d, {128}, {1}, 1.0f);
+  std::vector<uint16_t> q(d, 0), k(128 * d, 0), v(128 * d, 0);
+  q[0] = float_to_half(1.0f);
+  k[64 * d] = float_to_half(5.9f / kLog2e);
+  k[65 * d] = float_to_half(-16.4f / kLog2e);
+  v[65 * d] = float_to_half(127.0f);
+  const KvCacheLayout layout = make_cache_layout(1, d, {128});
+  Int8KvCache int8 = make_int8_cache(layout);
+  Fp16KvCache fp16 = make_fp16_cache(layout);
+  append_tokens(int8, {128}, k, v);
+  append_tokens(fp16, {128}, k, v);
+  RoutingRequest request;
+  request.geometry = kDecodeGeometry;
+  request.layout = LayoutKind::zero;
+  const RoutingPlan zero = make_plan(s.attention_shape(), request);
+  const DecodeSplitPlan splits = fixed_decode_split_plan(s, 2);
+  // Exact attention over the FP16 tokens: o[0] = p_65 * 127 / l.
+  double m = -std::numeric_limits<double>::infinity(), l = 0.0;
+  for (int t = 0; t < 128; ++t) m = std::max(m, static_cast<double>(half_to_float(k[t * d])));
+  for (int t = 0; t < 128; ++t) l += std::exp(static_cast<double>(half_to_float(k[t * d])) - m);
+  const double expected = std::exp(static_cast<double>(half_to_float(k[65 * d])) - m) * 127.0 / l;
+  const std::pair<const char*, DecodeResult> runs[] = {{"int8 cache", emulate_decode_int8(s, q, int8, zero, splits)},
+                                                       {"fp16 cache", emulate_decode_fp16(s, q, fp16, splits)}};
+  for (const auto& [name, got] : runs) {
+    const double o0 = half_to_float(got.o[0]);
+    INFO(name << ": o[0] = " << o0 << ", exact " << expected);
+    CHECK(std::fabs(o0 - expected) < 0.02 * expected);
+  }
+}
+
 TEST_CASE("decode emulator over the FP16 cache is exact up to FP16 rounding", "[decode]") {
   for (InputKind input : {InputKind::gaussian, InputKind::llm_like}) {
     const DecodeProblem p = make_problem(8, 2, 128, {1, 63, 64, 65, 1500}, {1, 4, 16, 16, 4}, LayoutKind::zero, 0.0,

@@ -87,7 +87,8 @@ struct DecodeParams {
   // sequence), and g per sequence. Key tile n of sequence b is INT8 when bit n / g is set.
   const uint64_t* words = nullptr;
   const int* group = nullptr;
-  // Split plan (make_decode_split_plan): split_offset [batch + 1], same tiles_per_split.
+  // Split plan (make_decode_split_plan): split_offset [batch + 1] and tiles_per_split; a sequence
+  // with one split takes all its tiles (DecodeSplitPlan).
   const int64_t* split_offset = nullptr;
   int tiles_per_split = 0;
   int64_t total_splits = 0;
