@@ -77,6 +77,22 @@ const std::vector<Problem> kProblems = {
     {"GQA16 d64 two head chunks", 16, 1, 64, {3000, 64}, {16, 16}, InputKind::llm_like},
 };
 
+// A one-sequence problem (hk = 1, L = 128) with hand-made data: Q = e_0 in every row and both
+// caches filled from the FP16 tokens k, v ([128, d]) by append_tokens.
+PreparedDecode unit_query_problem(const DecodeShape& shape, LayoutKind layout, const std::vector<uint16_t>& k,
+                                  const std::vector<uint16_t>& v) {
+  PreparedDecode pd = prepare(shape, layout, layout == LayoutKind::one ? 1.0 : 0.0, InputKind::gaussian, 31);
+  const int d = shape.d;
+  std::fill(pd.q.begin(), pd.q.end(), uint16_t{0});
+  for (size_t row = 0; row < pd.q.size() / d; ++row) pd.q[row * d] = float_to_half(1.0f);
+  const KvCacheLayout empty = make_cache_layout(shape.hk, d, shape.cache_len);
+  pd.int8 = make_int8_cache(empty);
+  pd.fp16 = make_fp16_cache(empty);
+  append_tokens(pd.int8, shape.cache_len, k, v);
+  append_tokens(pd.fp16, shape.cache_len, k, v);
+  return pd;
+}
+
 // Splits of `tiles_per_split` tiles, but the sequence with the most tiles in one split of all.
 DecodeSplitPlan longest_whole(const DecodeShape& shape, int tiles_per_split) {
   DecodeSplitPlan plan = fixed_decode_split_plan(shape, tiles_per_split);
@@ -230,35 +246,22 @@ TEST_CASE("decode keeps zero scales finite next to illegal keys", "[gpu][decode]
 }
 
 TEST_CASE("decode keeps FP16 P finite at the largest V under the lazy reference", "[gpu][decode]") {
-  // V at +-65504 (INT8: codes +-127, block scale 65504 / 127), Q = e_0 for every row, and key 64
-  // scoring `jump` (log2 units) above key 0, the first tile's maximum: just below
+  // V at +-65504 (INT8: codes +-127, block scale 65504 / 127), Q = e_0 for every row with softmax
+  // scale 1, and key 64 scoring `jump` (log2 units) above key 0, the first tile's maximum: just below
   // kDecodeRescaleLog2 the reference stays and tile 2's p * v_scale reaches 2^jump * 515.8, just
   // above it the reference moves (reference/decode_emulator.hpp). Both mainloops, both caches.
-  const DecodeShape shape = make_decode_shape(4, 1, 128, {128}, {16});
+  const DecodeShape shape = make_decode_shape(4, 1, 128, {128}, {16}, 1.0f);
+  const int d = shape.d;
+  const float log2e = 1.44269504088896340736f;
   for (float jump : {kDecodeRescaleLog2 - 0.25f, kDecodeRescaleLog2 + 1.5f}) {
+    std::vector<uint16_t> k(128 * d, 0), v(128 * d, 0);
+    k[0] = float_to_half(2.0f);
+    k[64 * d] = float_to_half(2.0f + jump / log2e);
+    for (int t = 0; t < 128; ++t) {
+      for (int c = 0; c < d; ++c) v[t * d + c] = float_to_half((t + c) % 3 == 0 ? -65504.0f : 65504.0f);
+    }
     for (LayoutKind layout : {LayoutKind::one, LayoutKind::zero}) {
-      PreparedDecode pd = prepare(shape, layout, layout == LayoutKind::one ? 1.0 : 0.0, InputKind::gaussian, 31);
-      const int d = shape.d;
-      const float log2_per_unit = pd.shape.softmax_scale * 1.44269504088896340736f;  // key channel 0 -> log2 units
-      const float k_low = 2.0f, k_high = half_to_float(float_to_half(k_low + jump / log2_per_unit));
-      std::fill(pd.q.begin(), pd.q.end(), uint16_t{0});
-      for (size_t row = 0; row < pd.q.size() / d; ++row) pd.q[row * d] = float_to_half(1.0f);
-      std::fill(pd.int8.k8.begin(), pd.int8.k8.end(), int8_t{0});
-      std::fill(pd.fp16.k.begin(), pd.fp16.k.end(), uint16_t{0});
-      for (int tile = 0; tile < 2; ++tile) {
-        const float key = tile == 0 ? k_low : k_high;
-        pd.int8.k8[static_cast<size_t>(64 * tile) * d] = 127;
-        pd.int8.k_scale[tile] = key / 127.0f;
-        pd.int8.v_scale[tile] = 65504.0f / 127.0f;
-        pd.fp16.k[static_cast<size_t>(64 * tile) * d] = float_to_half(key);
-      }
-      for (int t = 0; t < 128; ++t) {
-        for (int c = 0; c < d; ++c) {
-          const bool negative = (t + c) % 3 == 0;
-          pd.int8.v8[static_cast<size_t>(t) * d + c] = negative ? int8_t{-127} : int8_t{127};
-          pd.fp16.v[static_cast<size_t>(t) * d + c] = float_to_half(negative ? -65504.0f : 65504.0f);
-        }
-      }
+      const PreparedDecode pd = unit_query_problem(shape, layout, k, v);
       const DecodeSplitPlan splits = fixed_decode_split_plan(shape, 2);
       DecodeGpu gpu(pd, splits);
       const DecodeResult expected = emulate_decode_int8(shape, pd.q, pd.int8, pd.plan, splits);
@@ -309,14 +312,7 @@ TEST_CASE("decode: under the lazy reference a key far below a later maximum keep
     return far;
   };
   for (LayoutKind layout : {LayoutKind::zero, LayoutKind::one}) {
-    PreparedDecode pd = prepare(shape, layout, layout == LayoutKind::one ? 1.0 : 0.0, InputKind::gaussian, 37);
-    std::fill(pd.q.begin(), pd.q.end(), uint16_t{0});
-    for (size_t row = 0; row < pd.q.size() / d; ++row) pd.q[row * d] = float_to_half(1.0f);
-    const KvCacheLayout empty = make_cache_layout(shape.hk, d, shape.cache_len);
-    pd.int8 = make_int8_cache(empty);
-    pd.fp16 = make_fp16_cache(empty);
-    append_tokens(pd.int8, {128}, k, v);
-    append_tokens(pd.fp16, {128}, k, v);
+    const PreparedDecode pd = unit_query_problem(shape, layout, k, v);
     const DecodeSplitPlan splits = fixed_decode_split_plan(shape, 2);
     DecodeGpu gpu(pd, splits);
     for (DecodeMainloop mainloop : {DecodeMainloop::mma_sync, DecodeMainloop::wgmma}) {

@@ -52,14 +52,19 @@ DecodeProblem make_problem(int hq, int hk, int d, const std::vector<int64_t>& ca
   return p;
 }
 
-// Every legal group of the problem on INT8 (`one`) or FP16, keeping the problem's data.
-RoutingPlan plan_with(const PreparedDecode& pd, LayoutKind layout, double ratio = 0.0) {
+// The decode routing plan of `layout` at `ratio` for shape s.
+RoutingPlan decode_plan(const DecodeShape& s, LayoutKind layout, double ratio = 0.0) {
   RoutingRequest request;
   request.layout = layout;
   request.ratio = ratio;
   request.seed = 5;
   request.geometry = kDecodeGeometry;
-  return make_plan(pd.shape.attention_shape(), request);
+  return make_plan(s.attention_shape(), request);
+}
+
+// Every legal group of the problem on INT8 (`one`) or FP16, keeping the problem's data.
+RoutingPlan plan_with(const PreparedDecode& pd, LayoutKind layout, double ratio = 0.0) {
+  return decode_plan(pd.shape, layout, ratio);
 }
 
 DecodeSplitPlan uniform_splits(const DecodeShape& s, int tiles_per_split) {
@@ -136,13 +141,7 @@ TEST_CASE("decode emulator follows the documented rounding points", "[decode]") 
   append_tokens(int8, {2}, k, v);
   append_tokens(fp16, {2}, k, v);
   const DecodeSplitPlan splits = make_decode_split_plan(s, 132, 3);
-  RoutingRequest request;
-  request.geometry = kDecodeGeometry;
-  request.layout = LayoutKind::zero;
-  const RoutingPlan zero = make_plan(s.attention_shape(), request);
-  request.layout = LayoutKind::one;
-  request.ratio = 1.0;
-  const RoutingPlan one = make_plan(s.attention_shape(), request);
+  const RoutingPlan zero = decode_plan(s, LayoutKind::zero), one = decode_plan(s, LayoutKind::one, 1.0);
   const float scale_log2 = 0.37f * kLog2e;
 
   // One tile from the -inf state, then the one-split combine (weight exp2(0) = 1).
@@ -205,13 +204,7 @@ TEST_CASE("decode: the lazy reference keeps FP16 P finite at the largest V", "[d
   // above it the reference moves. Both stay finite only while the threshold is at most ~6.99.
   const int d = 64;
   const DecodeShape s = make_decode_shape(1, 1, d, {128}, {1}, 1.0f);
-  RoutingRequest request;
-  request.geometry = kDecodeGeometry;
-  request.layout = LayoutKind::zero;
-  const RoutingPlan zero = make_plan(s.attention_shape(), request);
-  request.layout = LayoutKind::one;
-  request.ratio = 1.0;
-  const RoutingPlan one = make_plan(s.attention_shape(), request);
+  const RoutingPlan zero = decode_plan(s, LayoutKind::zero), one = decode_plan(s, LayoutKind::one, 1.0);
   const DecodeSplitPlan splits = fixed_decode_split_plan(s, 2);
   for (float jump : {kDecodeRescaleLog2 - 0.25f, kDecodeRescaleLog2 + 1.5f}) {
     std::vector<uint16_t> q(d, 0), k(128 * d, 0), v(128 * d, 0);
@@ -265,10 +258,7 @@ TEST_CASE("decode: under the lazy reference a key far below a later maximum keep
   Fp16KvCache fp16 = make_fp16_cache(layout);
   append_tokens(int8, {128}, k, v);
   append_tokens(fp16, {128}, k, v);
-  RoutingRequest request;
-  request.geometry = kDecodeGeometry;
-  request.layout = LayoutKind::zero;
-  const RoutingPlan zero = make_plan(s.attention_shape(), request);
+  const RoutingPlan zero = decode_plan(s, LayoutKind::zero);
   const DecodeSplitPlan splits = fixed_decode_split_plan(s, 2);
   // Exact attention over the FP16 tokens: o[0] = p_65 * 127 / l.
   double m = -std::numeric_limits<double>::infinity(), l = 0.0;
