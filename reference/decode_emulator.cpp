@@ -68,7 +68,7 @@ class DecodeEmulator {
   void run(const SplitTask& task, TileBuffers& buf, Partials& out) const {
     const int b = task.b, d = shape_.d, group = shape_.hq / shape_.hk;
     const int rows = static_cast<int>(shape_.new_tokens[b]);
-    const int64_t tiles = (shape_.cache_len[b] + kTile - 1) / kTile;
+    const int64_t tiles = decode_key_tiles(shape_.cache_len[b]);
     const auto [first, last] = splits_.tile_range(b, task.split, tiles);
     buf.k_t.resize(static_cast<size_t>(d) * kTile);
     buf.v.resize(static_cast<size_t>(kTile) * d);

@@ -162,7 +162,7 @@ DecodeSplitPlan make_decode_split_plan(const DecodeShape& shape, int sm_count, i
   std::vector<int64_t> tiles(shape.cache_len.size());
   int64_t max_tiles = 1;
   for (size_t b = 0; b < tiles.size(); ++b) {
-    tiles[b] = (shape.cache_len[b] + kDecodeGeometry.block_n - 1) / kDecodeGeometry.block_n;
+    tiles[b] = decode_key_tiles(shape.cache_len[b]);
     max_tiles = std::max(max_tiles, tiles[b]);
   }
   const int64_t ctas_per_split =
@@ -249,7 +249,7 @@ DecodeSplitPlan fixed_decode_split_plan(const DecodeShape& shape, int tiles_per_
   plan.tiles_per_split = tiles_per_split;
   std::vector<int64_t> splits;
   for (int64_t len : shape.cache_len) {
-    const int64_t tiles = (len + kDecodeGeometry.block_n - 1) / kDecodeGeometry.block_n;
+    const int64_t tiles = decode_key_tiles(len);
     splits.push_back((tiles + tiles_per_split - 1) / tiles_per_split);
   }
   plan.split_offset = prefix_sums(splits);
