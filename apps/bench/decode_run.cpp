@@ -180,8 +180,8 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
         MethodRun run;
         if (problem) {
           DecodeGpu& decode = *problem->decode;
-          decode.set_split_plan(
-              decode_split_plan(shape, kind, device.sm_count, spec.decode->tiles_per_split, spec.decode->mainloop));
+          decode.set_split_plan(decode_split_plan(shape, kind, device.sm_count, spec.decode->tiles_per_split,
+                                                  spec.decode->mainloop, &plan));
           decode.set_mainloop(spec.decode->mainloop);
           decode.set_combine_wait(spec.decode->combine);
           run.total_splits = decode.splits().total_splits();

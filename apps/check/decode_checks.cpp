@@ -46,7 +46,7 @@ DecodeCheck run_decode_check(const CaseSpec& spec, int sm_count, ResultTable& ta
   const PreparedDecode& pd = check.prepared;
   check.sm_count = sm_count;
   check.splits = decode_split_plan(pd.shape, spec.decode->cache, sm_count, spec.decode->tiles_per_split,
-                                   spec.decode->mainloop);
+                                   spec.decode->mainloop, &pd.plan);
   check.emulator = spec.decode->cache == CacheKind::int8
                        ? emulate_decode_int8(pd.shape, pd.q, pd.int8, pd.plan, check.splits)
                        : emulate_decode_fp16(pd.shape, pd.q, pd.fp16, check.splits);

@@ -162,6 +162,7 @@ void DecodeGpu::set_split_plan(const DecodeSplitPlan& splits) {
   if (!splits.fits(shape_)) throw std::invalid_argument("DecodeGpu: the split plan does not fit the shape");
   splits_ = splits;
   split_offset_ = gpu::to_device(splits.split_offset);
+  split_first_tile_ = gpu::to_device(splits.first_tiles(shape_));
   const size_t bytes = gpu::decode_workspace_bytes(shape_.hq, shape_.d, shape_.batch(), splits.total_splits());
   if (bytes > workspace_.bytes()) workspace_ = gpu::DeviceBuffer(bytes, "decode split workspace");
   const size_t arrival_bytes = gpu::decode_arrival_bytes(shape_.batch());
@@ -182,12 +183,22 @@ DecodeMainloop DecodeGpu::resolved_mainloop(CacheKind kind) const {
 }
 
 DecodeSplitPlan decode_split_plan(const DecodeShape& shape, CacheKind kind, int sm_count, int tiles_per_split,
-                                  DecodeMainloop mainloop) {
+                                  DecodeMainloop mainloop, const RoutingPlan* routing) {
   if (tiles_per_split > 0) return fixed_decode_split_plan(shape, tiles_per_split);
-  return make_decode_split_plan(
-      shape, sm_count,
-      gpu::decode_resident_ctas(kind == CacheKind::int8, shape.d, shape.hq, shape.hk, shape.max_new_tokens(),
-                                kind == CacheKind::int8 ? mainloop : DecodeMainloop::mma_sync));
+  const bool int8 = kind == CacheKind::int8;
+  if (!int8) mainloop = DecodeMainloop::mma_sync;
+  DecodeSplitPlan plan = make_decode_split_plan(
+      shape, sm_count, gpu::decode_resident_ctas(int8, shape.d, shape.hq, shape.hk, shape.max_new_tokens(), mainloop));
+  const double fp16_cost =
+      gpu::decode_fp16_tile_cost(int8, shape.d, shape.hq, shape.hk, shape.max_new_tokens(), mainloop);
+  if (routing != nullptr && fp16_cost != 1.0 && plan.total_splits() > shape.batch()) {
+    balance_decode_splits(plan, shape, [&](int b, int64_t tile) {
+      int fp16_heads = 0;
+      for (int h = 0; h < shape.hk; ++h) fp16_heads += routing->int8_route(h, b, 0, static_cast<int>(tile)) ? 0 : 1;
+      return 1.0 + (fp16_cost - 1.0) * fp16_heads / shape.hk;
+    });
+  }
+  return plan;
 }
 
 DecodeGpu::DecodeGpu(const PreparedDecode& pd, const DecodeSplitPlan& splits)
@@ -224,7 +235,7 @@ gpu::DecodeParams DecodeGpu::params(CacheKind kind) const {
   p.words = words_.as<const uint64_t>();
   p.group = group_.as<const int>();
   p.split_offset = split_offset_.as<const int64_t>();
-  p.tiles_per_split = splits_.tiles_per_split;
+  p.split_first_tile = split_first_tile_.as<const int>();
   p.total_splits = splits_.total_splits();
   p.workspace = workspace_.data();
   p.arrivals = arrivals_.as<unsigned>();
@@ -264,7 +275,8 @@ DecodeOutput DecodeGpu::run(CacheKind kind) {
 
 int64_t DecodeGpu::resident_bytes(CacheKind kind, gpu::MemoryCount how) const {
   int64_t bytes = caches_.bytes(kind, how);
-  for (const gpu::DeviceBuffer* b : {&q_, &o_, &lse_, &cu_new_, &cache_len_, &split_offset_, &workspace_, &arrivals_}) {
+  for (const gpu::DeviceBuffer* b :
+       {&q_, &o_, &lse_, &cu_new_, &cache_len_, &split_offset_, &split_first_tile_, &workspace_, &arrivals_}) {
     bytes += static_cast<int64_t>(b->count(how));
   }
   if (kind == CacheKind::int8) bytes += static_cast<int64_t>(words_.count(how) + group_.count(how));

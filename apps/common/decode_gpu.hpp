@@ -68,10 +68,13 @@ class GpuAppend {
 };
 
 // The split plan of `kind`'s decode kernel on a GPU of `sm_count` multiprocessors (the INT8 and
-// FP16 kernels keep different numbers of CTAs resident, so their plans differ).
-// `tiles_per_split` > 0 forces that many key tiles per split instead (a config's tiles_per_split).
+// FP16 kernels keep different numbers of CTAs resident, so their plans differ). With `routing`
+// (the INT8 cache's plan) the cuts are balanced by the kernel's route costs
+// (gpu::decode_fp16_tile_cost, averaged over the KV heads). `tiles_per_split` > 0 forces that many
+// key tiles per split instead, uniform (a config's tiles_per_split).
 DecodeSplitPlan decode_split_plan(const DecodeShape& shape, CacheKind kind, int sm_count, int tiles_per_split = 0,
-                                  DecodeMainloop mainloop = DecodeMainloop::automatic);
+                                  DecodeMainloop mainloop = DecodeMainloop::automatic,
+                                  const RoutingPlan* routing = nullptr);
 
 class DecodeGpu {
  public:
@@ -118,7 +121,7 @@ class DecodeGpu {
   DecodeShape shape_;
   DecodeSplitPlan splits_;
   GpuKvCaches caches_;
-  gpu::DeviceBuffer q_, o_, lse_, cu_new_, cache_len_, split_offset_, workspace_;
+  gpu::DeviceBuffer q_, o_, lse_, cu_new_, cache_len_, split_offset_, split_first_tile_, workspace_;
   gpu::DeviceBuffer arrivals_;  // zeroed once; the calls leave it zero, so never poisoned
   gpu::DeviceBuffer words_, group_;
   bool routed_ = false;

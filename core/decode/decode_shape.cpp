@@ -230,17 +230,75 @@ DecodeSplitPlan make_decode_split_plan(const DecodeShape& shape, int sm_count, i
 
 std::pair<int64_t, int64_t> DecodeSplitPlan::tile_range(int b, int s, int64_t tiles) const {
   if (splits(b) == 1) return {0, tiles};
+  if (!first_tile.empty()) {
+    const int64_t g = split_offset[b] + s;
+    return {first_tile[g], s + 1 < splits(b) ? first_tile[g + 1] : tiles};
+  }
   const int64_t first = static_cast<int64_t>(s) * tiles_per_split;
   return {first, std::min(tiles, first + tiles_per_split)};
 }
 
 bool DecodeSplitPlan::fits(const DecodeShape& shape) const {
   if (tiles_per_split < 1 || split_offset.size() != shape.cache_len.size() + 1 || split_offset[0] != 0) return false;
+  if (!first_tile.empty() && static_cast<int64_t>(first_tile.size()) != total_splits()) return false;
   for (int b = 0; b < shape.batch(); ++b) {
     const int64_t tiles = decode_key_tiles(shape.cache_len[b]);
-    if (splits(b) != 1 && splits(b) != (tiles + tiles_per_split - 1) / tiles_per_split) return false;
+    if (splits(b) < 1) return false;
+    if (first_tile.empty()) {
+      if (splits(b) != 1 && splits(b) != (tiles + tiles_per_split - 1) / tiles_per_split) return false;
+      continue;
+    }
+    if (splits(b) > std::max<int64_t>(1, tiles) || first_tile[split_offset[b]] != 0) return false;
+    for (int s = 1; s < splits(b); ++s) {
+      const int64_t first = first_tile[split_offset[b] + s];
+      if (first <= first_tile[split_offset[b] + s - 1] || first >= tiles) return false;
+    }
   }
   return true;
+}
+
+std::vector<int32_t> DecodeSplitPlan::first_tiles(const DecodeShape& shape) const {
+  std::vector<int32_t> firsts;
+  firsts.reserve(static_cast<size_t>(total_splits()));
+  for (int b = 0; b < shape.batch(); ++b) {
+    const int64_t tiles = decode_key_tiles(shape.cache_len[b]);
+    for (int s = 0; s < splits(b); ++s) firsts.push_back(static_cast<int32_t>(tile_range(b, s, tiles).first));
+  }
+  return firsts;
+}
+
+void balance_decode_splits(DecodeSplitPlan& plan, const DecodeShape& shape,
+                           const std::function<double(int b, int64_t tile)>& tile_cost) {
+  if (plan.split_offset.size() != shape.cache_len.size() + 1 || plan.split_offset[0] != 0) {
+    throw std::invalid_argument("balance_decode_splits: the plan is for another batch");
+  }
+  std::vector<int64_t> first;
+  first.reserve(static_cast<size_t>(plan.total_splits()));
+  for (int b = 0; b < shape.batch(); ++b) {
+    const int64_t tiles = decode_key_tiles(shape.cache_len[b]);
+    const int splits = plan.splits(b);
+    if (splits < 1 || splits > std::max<int64_t>(1, tiles)) {
+      throw std::invalid_argument("balance_decode_splits: a sequence has more splits than key tiles, or none");
+    }
+    first.push_back(0);
+    if (splits == 1) continue;
+    std::vector<double> running(static_cast<size_t>(tiles) + 1, 0.0);  // cost of tiles [0, t)
+    for (int64_t t = 0; t < tiles; ++t) {
+      const double c = tile_cost(b, t);
+      if (!(c > 0.0)) throw std::invalid_argument("balance_decode_splits: tile costs must be positive");
+      running[t + 1] = running[t] + c;
+    }
+    for (int s = 1; s < splits; ++s) {
+      const double target = running[tiles] * s / splits;
+      // The cut nearest the target, after the previous cut and leaving a tile per later split.
+      const int64_t lo = first.back() + 1, hi = tiles - (splits - s);
+      int64_t cut = std::upper_bound(running.begin() + lo, running.begin() + hi + 1, target) - running.begin();
+      cut = std::clamp<int64_t>(cut, lo, hi);
+      if (cut > lo && target - running[cut - 1] < running[cut] - target) --cut;
+      first.push_back(cut);
+    }
+  }
+  plan.first_tile = std::move(first);
 }
 
 DecodeSplitPlan fixed_decode_split_plan(const DecodeShape& shape, int tiles_per_split) {

@@ -4,6 +4,7 @@
 // last n_b cache entries; causal among the new tokens, bottom-right aligned: query i (0..n_b-1)
 // sees cache token j iff j <= i + L_b - n_b. GQA: query head h reads KV head h / (hq / hk).
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,17 +61,25 @@ constexpr TileGeometry kDecodeGeometry{16, 64};
 // Split-K over the cache: the key tiles of sequence b (ceil(L_b / 64)) are cut into contiguous
 // chunks of `tiles_per_split` tiles; chunk s covers tiles [s * tiles_per_split, ...). A sequence
 // with a single split takes all its tiles, however many: a plan may keep some sequences whole and
-// cut the others (make_decode_split_plan does where whole sequences fill the first waves). The
-// kernel and the emulator take the same plan, so they combine the same partial states.
+// cut the others (make_decode_split_plan does where whole sequences fill the first waves). A plan
+// may also place its cuts explicitly (`first_tile`, balance_decode_splits), so that splits of
+// unequal tile counts cost the same. The kernel and the emulator take the same plan, so they
+// combine the same partial states.
 struct DecodeSplitPlan {
   int tiles_per_split = 1;
   std::vector<int64_t> split_offset;  // B+1 prefix sums of the split count per sequence
+  // Empty, or [total_splits]: the first key tile of each split within its sequence (0 for every
+  // sequence's first split, increasing, below the sequence's tile count).
+  std::vector<int64_t> first_tile;
   int64_t total_splits() const { return split_offset.back(); }
   int splits(int b) const { return static_cast<int>(split_offset[b + 1] - split_offset[b]); }
   // Key tiles [first, last) of split s of sequence b, which has `tiles` key tiles.
   std::pair<int64_t, int64_t> tile_range(int b, int s, int64_t tiles) const;
-  // Whether every sequence of `shape` has one split or ceil(tiles / tiles_per_split).
+  // Whether every sequence of `shape` has one split or ceil(tiles / tiles_per_split), or, with
+  // explicit cuts, splits that partition its tiles into non-empty ranges.
   bool fits(const DecodeShape& shape) const;
+  // The first key tile of every split (the kernels' form of the plan), [total_splits].
+  std::vector<int32_t> first_tiles(const DecodeShape& shape) const;
 };
 
 // Key tiles of a sequence of `cache_len` tokens.
@@ -98,5 +107,15 @@ DecodeSplitPlan make_decode_split_plan(const DecodeShape& shape, int sm_count, i
                                        int min_tiles_per_split = 4);
 // Every sequence cut into splits of exactly `tiles_per_split` key tiles (the last one shorter).
 DecodeSplitPlan fixed_decode_split_plan(const DecodeShape& shape, int tiles_per_split);
+
+// Moves the cuts of every sequence with several splits so that its splits cost about the same:
+// `tile_cost(b, t)` > 0 is the relative cost of key tile t of sequence b; cut i goes where the
+// running cost is nearest i / splits of the sequence's total, each split keeping at least one
+// tile. The split counts stay (1 to the sequence's tiles each). Where tiles cost alike the cuts
+// are the uniform ones to within a tile. What it is for: a layout that routes the most recent
+// keys to FP16 (sptrans, band) puts them all in a sequence's last splits, which the wgmma kernel
+// runs 1.28x slower per tile, so the call waited for them (decode v25, docs/perf-notes.md).
+void balance_decode_splits(DecodeSplitPlan& plan, const DecodeShape& shape,
+                           const std::function<double(int b, int64_t tile)>& tile_cost);
 
 }  // namespace tilemix

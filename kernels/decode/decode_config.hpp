@@ -105,6 +105,16 @@ struct DecodeConfig {
   static_assert(kStages >= 3, "at least two tiles in flight");
 };
 
+// What an FP16-routed key tile costs against an INT8-routed one, by which the split plan moves its
+// cuts (balance_decode_splits) so that a sequence's splits end together. The wgmma kernel (16 new
+// tokens): per 16k cache tokens at batch 8, `zero` 92.4 us against `one` 72.2 (the line fits of
+// results/h200/decode-v22.json), 1.28. The mma.sync kernel's routes cost within 2% of each other
+// (4 new tokens at 16k x 8: `zero` 76.5-77.3 us, `one` 75.2-75.9), so its splits stay uniform.
+inline constexpr double kDecodeWgmmaFp16TileCost = 1.28;
+inline double decode_fp16_tile_cost(DecodeCache cache, DecodeMainloop mainloop) {
+  return cache == DecodeCache::int8 && mainloop == DecodeMainloop::wgmma ? kDecodeWgmmaFp16TileCost : 1.0;
+}
+
 // CTAs per multiprocessor that the instance for `rows` query rows (and the resolved mainloop) is
 // built to keep resident (its launch bounds; shared memory is sized to match): the split plan
 // counts waves with it.

@@ -82,6 +82,8 @@ struct DecodeBlock {
     const int per_split = p.hk * p.head_chunks;
     const int64_t global_split = blockIdx.x / per_split;
     const int head_index = static_cast<int>(blockIdx.x % per_split);
+    tile_begin = p.split_first_tile[global_split];  // loaded while the sequence is looked up
+    const int next_first = p.split_first_tile[min(global_split + 1, p.total_splits - 1)];
     b = find_sequence_warp(p.split_offset, p.batch, global_split, threadIdx.x & 31);
     split = static_cast<int>(global_split - p.split_offset[b]);
     splits = static_cast<int>(p.split_offset[b + 1] - p.split_offset[b]);
@@ -92,10 +94,9 @@ struct DecodeBlock {
     n = static_cast<int>(p.cu_new[b + 1] - p.cu_new[b]);
     len = static_cast<int>(p.cache_len[b]);
     rows = heads * n;
-    // A sequence with one split takes all its tiles (DecodeSplitPlan).
-    const int tiles = (len + kDecodeBlockN - 1) / kDecodeBlockN;
-    tile_begin = split * p.tiles_per_split;
-    tile_end = splits == 1 ? tiles : min(tiles, tile_begin + p.tiles_per_split);
+    // A split ends where the next split of its sequence begins, the last one at the sequence's
+    // last tile (DecodeSplitPlan::tile_range).
+    tile_end = split + 1 < splits ? next_first : (len + kDecodeBlockN - 1) / kDecodeBlockN;
   }
 
   // Global token index of row r, and its query head.

@@ -25,6 +25,7 @@ struct DecodeKernelParams {
   const uint64_t* words;  // [hk][batch]
   const int* group;
   const int64_t* split_offset;
+  const int* split_first_tile;  // [total splits]: the first key tile of each split in its sequence
   // Partial states of multi-split sequences, row ((split * hq + h) * kMaxDecodeTokens + i):
   // (m, l) and the unnormalized O.
   float2* ws_ml;
@@ -35,12 +36,12 @@ struct DecodeKernelParams {
   unsigned* arrivals;
   int per_sequence_combine;
   int64_t total_new;
+  int64_t total_splits;
   int64_t cache_row_bytes;  // between consecutive tokens of one KV head
   int batch, hq, hk;
   int heads_per_kv;   // hq / hk
   int heads_per_cta;  // query heads of one CTA (all of a KV head's, unless rows would pass 128)
   int head_chunks;    // CTAs per KV head and split
-  int tiles_per_split;
   float scale_log2;  // softmax_scale * log2(e), rounded to fp32 once on the host
 };
 

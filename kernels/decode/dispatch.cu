@@ -23,8 +23,7 @@ std::string describe(const DecodeParams& p, const char* kernel) {
   return std::string(kernel) + "(d=" + std::to_string(p.d) + " hq=" + std::to_string(p.hq) +
          " hk=" + std::to_string(p.hk) + " batch=" + std::to_string(p.batch) +
          " total_new=" + std::to_string(p.total_new) + " max_new_tokens=" + std::to_string(p.max_new_tokens) +
-         " total_splits=" + std::to_string(p.total_splits) + " tiles_per_split=" + std::to_string(p.tiles_per_split) +
-         ")";
+         " total_splits=" + std::to_string(p.total_splits) + ")";
 }
 
 void require(bool ok, const std::string& context, const std::string& what) {
@@ -47,14 +46,15 @@ bool validate(const DecodeParams& p, bool int8, const std::string& context) {
           "total_new=" + std::to_string(p.total_new) + " does not fit batch and max_new_tokens");
   require(std::isfinite(p.softmax_scale) && p.softmax_scale > 0.0f, context,
           "softmax_scale must be positive and finite (resolve the 1/sqrt(d) default first)");
-  require(p.tiles_per_split >= 1, context, "unsupported tiles_per_split=" + std::to_string(p.tiles_per_split));
   require(p.total_splits >= p.batch && p.total_splits <= 0x7fffffff, context,
           "total_splits=" + std::to_string(p.total_splits) + " must be in [batch, 2^31)");
   require(p.cache.batch == p.batch && p.cache.hk == p.hk && p.cache.d == p.d, context,
           "the cache view has batch=" + std::to_string(p.cache.batch) + " hk=" + std::to_string(p.cache.hk) +
               " d=" + std::to_string(p.cache.d));
-  require(p.q && p.o && p.cu_new && p.cache_len && p.split_offset && p.cache.cu_capacity && p.cache.cu_blocks,
-          context, "q, o, cu_new, cache_len, split_offset, cu_capacity and cu_blocks must be device pointers");
+  require(p.q && p.o && p.cu_new && p.cache_len && p.split_offset && p.split_first_tile && p.cache.cu_capacity &&
+              p.cache.cu_blocks,
+          context,
+          "q, o, cu_new, cache_len, split_offset, split_first_tile, cu_capacity and cu_blocks must be device pointers");
   if (int8) {
     require(p.cache.k8 && p.cache.v8 && p.cache.k_scale && p.cache.v_scale, context,
             "an INT8 cache needs k8, v8, k_scale and v_scale");
@@ -124,6 +124,7 @@ void run(const DecodeParams& p, bool int8, void* stream, const char* name) {
   k.words = p.words;
   k.group = p.group;
   k.split_offset = p.split_offset;
+  k.split_first_tile = p.split_first_tile;
   const bool has_combine = p.total_splits > p.batch;
   if (has_combine) {
     const size_t rows = static_cast<size_t>(p.total_splits) * p.hq * kMaxDecodeTokens;
@@ -139,6 +140,7 @@ void run(const DecodeParams& p, bool int8, void* stream, const char* name) {
                                                 : DecodeCombineWait::automatic;
   k.per_sequence_combine = combine == DecodeCombineWait::sequence;
   k.total_new = p.total_new;
+  k.total_splits = p.total_splits;
   k.cache_row_bytes = static_cast<int64_t>(p.hk) * p.d * (int8 ? 1 : 2);
   k.batch = p.batch;
   k.hq = p.hq;
@@ -146,7 +148,6 @@ void run(const DecodeParams& p, bool int8, void* stream, const char* name) {
   k.heads_per_kv = heads_per_kv;
   k.heads_per_cta = heads_per_cta;
   k.head_chunks = head_chunks;
-  k.tiles_per_split = p.tiles_per_split;
   k.scale_log2 = p.softmax_scale * kLog2e;  // fp32 product, as the emulator forms it
 
   if (mainloop == DecodeMainloop::wgmma) {

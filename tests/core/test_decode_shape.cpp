@@ -205,6 +205,57 @@ TEST_CASE("a sequence with one split takes all its tiles", "[decode]") {
   CHECK_FALSE(p.fits(s));
 }
 
+TEST_CASE("balanced split cuts equalize the cost of a sequence's splits", "[decode]") {
+  DecodeShape s = decode_shape(8, 2, 64, {4096, 4096, 65, 640}, {1, 1, 1, 1});  // 64, 64, 2, 10 tiles
+  validate_decode(s);
+  DecodeSplitPlan p = fixed_decode_split_plan(s, 16);  // 4, 4, 1 and 1 splits
+  p.split_offset = {0, 4, 8, 9, 12};                   // the last sequence in 3 splits of 4, 4, 2
+  // Sequence 1: its last 32 tiles cost 3 each (an FP16 tail); the others cost alike.
+  const auto cost = [](int b, int64_t t) { return b == 1 && t >= 32 ? 3.0 : 1.0; };
+  balance_decode_splits(p, s, cost);
+  REQUIRE(p.fits(s));
+  check_covers_every_tile(s, p);
+  SECTION("costs alike cut into near-equal runs") {
+    CHECK(p.first_tile[0] == 0);
+    CHECK(p.first_tile[1] == 16);
+    CHECK(p.first_tile[2] == 32);
+    CHECK(p.first_tile[3] == 48);
+    CHECK(p.tile_range(2, 0, 2) == std::pair<int64_t, int64_t>{0, 2});  // one split: all tiles
+    // 10 tiles in 3: cuts nearest 10/3 and 20/3.
+    CHECK(p.tile_range(3, 0, 10) == std::pair<int64_t, int64_t>{0, 3});
+    CHECK(p.tile_range(3, 1, 10) == std::pair<int64_t, int64_t>{3, 7});
+    CHECK(p.tile_range(3, 2, 10) == std::pair<int64_t, int64_t>{7, 10});
+  }
+  SECTION("an expensive tail gets shorter splits") {
+    // Total cost 32 + 96 = 128: a quarter each, so cuts at 32, 32 + 32/3 and 32 + 64/3 tiles.
+    CHECK(p.tile_range(1, 0, 64) == std::pair<int64_t, int64_t>{0, 32});
+    CHECK(p.tile_range(1, 1, 64) == std::pair<int64_t, int64_t>{32, 43});
+    CHECK(p.tile_range(1, 2, 64) == std::pair<int64_t, int64_t>{43, 53});
+    CHECK(p.tile_range(1, 3, 64) == std::pair<int64_t, int64_t>{53, 64});
+  }
+  SECTION("the kernels' form of the plan lists every split's first tile") {
+    CHECK(p.first_tiles(s) == std::vector<int32_t>{0, 16, 32, 48, 0, 32, 43, 53, 0, 0, 3, 7});
+  }
+  SECTION("explicit cuts that skip or repeat tiles do not fit") {
+    DecodeSplitPlan bad = p;
+    bad.first_tile[5] = 0;  // a second split starting at tile 0
+    CHECK_FALSE(bad.fits(s));
+    bad = p;
+    bad.first_tile[7] = 64;  // a split past the sequence's last tile
+    CHECK_FALSE(bad.fits(s));
+    bad = p;
+    bad.first_tile.pop_back();
+    CHECK_FALSE(bad.fits(s));
+  }
+  SECTION("a split keeps at least one tile however the costs fall") {
+    DecodeSplitPlan q = fixed_decode_split_plan(s, 16);
+    balance_decode_splits(q, s, [](int, int64_t t) { return t == 0 ? 1e9 : 1.0; });
+    REQUIRE(q.fits(s));
+    CHECK(q.tile_range(0, 0, 64) == std::pair<int64_t, int64_t>{0, 1});
+    CHECK_THROWS_AS(balance_decode_splits(q, s, [](int, int64_t) { return 0.0; }), std::invalid_argument);
+  }
+}
+
 TEST_CASE("decode mainloop and resident CTAs per configuration", "[decode]") {
   using gpu::DecodeCache;
   const auto resolve = [](DecodeMainloop m, DecodeCache c, int d, int rows) {

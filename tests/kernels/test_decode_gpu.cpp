@@ -103,6 +103,19 @@ DecodeSplitPlan longest_whole(const DecodeShape& shape, int tiles_per_split) {
   return plan;
 }
 
+// 3-tile splits with the cuts moved by route: FP16-routed tiles (of any KV head) cost three INT8
+// ones, so the splits over an FP16 tail are shorter and the cuts fall off the 3-tile grid.
+DecodeSplitPlan balanced_by_route(const DecodeShape& shape, const RoutingPlan& plan) {
+  DecodeSplitPlan splits = fixed_decode_split_plan(shape, 3);
+  balance_decode_splits(splits, shape, [&](int b, int64_t tile) {
+    for (int h = 0; h < shape.hk; ++h) {
+      if (!plan.int8_route(h, b, 0, static_cast<int>(tile))) return 3.0;
+    }
+    return 1.0;
+  });
+  return splits;
+}
+
 }  // namespace
 
 TEST_CASE("kv_append is bit-identical with append_tokens", "[gpu][decode]") {
@@ -164,17 +177,19 @@ TEST_CASE("decode over the INT8 and FP16 caches matches the emulator", "[gpu][de
   for (const Problem& pr : kProblems) {
     SECTION(pr.name) {
       const DecodeShape shape = make_decode_shape(pr.hq, pr.hk, pr.d, pr.cache_len, pr.new_tokens);
-      // The device's plan, single-tile splits (many partial states per row), uneven splits, and
-      // 2-tile splits with the longest sequence kept whole (one split of all its tiles).
+      // The device's plan, single-tile splits (many partial states per row), uneven splits,
+      // 2-tile splits with the longest sequence kept whole (one split of all its tiles), and
+      // cuts balanced by route (balanced_by_route, built per route below).
       const std::vector<DecodeSplitPlan> split_plans = {device_split_plan(shape), fixed_decode_split_plan(shape, 1),
                                                         fixed_decode_split_plan(shape, 3), longest_whole(shape, 2)};
       for (const Route& route : routes) {
         const PreparedDecode pd = prepare(shape, route.layout, route.ratio, pr.input, 17);
-        for (size_t sp = 0; sp < split_plans.size(); ++sp) {
+        for (size_t sp = 0; sp <= split_plans.size(); ++sp) {
           // Every route with the device's plan; each forced plan on one route keeps it short.
-          static constexpr LayoutKind kForcedPlanRoute[] = {LayoutKind::sptrans, LayoutKind::one, LayoutKind::zero};
+          static constexpr LayoutKind kForcedPlanRoute[] = {LayoutKind::sptrans, LayoutKind::one, LayoutKind::zero,
+                                                            LayoutKind::band};
           if (sp > 0 && route.layout != kForcedPlanRoute[sp - 1]) continue;
-          const DecodeSplitPlan& splits = split_plans[sp];
+          const DecodeSplitPlan splits = sp < split_plans.size() ? split_plans[sp] : balanced_by_route(shape, pd.plan);
           INFO("layout=" << to_string(route.layout) << " coverage=" << pd.plan.coverage.groups()
                          << " tiles_per_split=" << splits.tiles_per_split
                          << " splits=" << splits.total_splits());

@@ -87,10 +87,12 @@ struct DecodeParams {
   // sequence), and g per sequence. Key tile n of sequence b is INT8 when bit n / g is set.
   const uint64_t* words = nullptr;
   const int* group = nullptr;
-  // Split plan (make_decode_split_plan): split_offset [batch + 1] and tiles_per_split; a sequence
-  // with one split takes all its tiles (DecodeSplitPlan).
+  // Split plan (make_decode_split_plan): split_offset [batch + 1], the prefix sums of the splits
+  // per sequence, and split_first_tile [total_splits], the first key tile of each split in its
+  // sequence (DecodeSplitPlan::first_tiles); a split ends where the next one of its sequence
+  // begins, the last at the sequence's end.
   const int64_t* split_offset = nullptr;
-  int tiles_per_split = 0;
+  const int* split_first_tile = nullptr;
   int64_t total_splits = 0;
   // decode_workspace_bytes(...) bytes; may be null when that is 0.
   void* workspace = nullptr;
@@ -132,6 +134,14 @@ inline int decode_resident_ctas(bool int8_cache, int d, int hq, int hk, int max_
   const DecodeCache cache = int8_cache ? DecodeCache::int8 : DecodeCache::fp16;
   return decode_resident_ctas(cache, decode_cta_rows(hq, hk, max_new_tokens),
                               decode_resolved_mainloop(int8_cache, d, hq, hk, max_new_tokens, mainloop));
+}
+
+// The cost of an FP16-routed key tile relative to an INT8-routed one in the kernel this cache and
+// shape run (1 where the routes cost alike): the split plan balances its cuts by it.
+inline double decode_fp16_tile_cost(bool int8_cache, int d, int hq, int hk, int max_new_tokens,
+                                    DecodeMainloop mainloop = DecodeMainloop::automatic) {
+  return decode_fp16_tile_cost(int8_cache ? DecodeCache::int8 : DecodeCache::fp16,
+                               decode_resolved_mainloop(int8_cache, d, hq, hk, max_new_tokens, mainloop));
 }
 
 // Decode over the INT8 cache (K8/V8 and block scales): per key tile the route picks the INT8
