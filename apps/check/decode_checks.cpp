@@ -21,9 +21,10 @@ std::string value_list(const std::vector<int64_t>& v) {
 }  // namespace
 
 std::string decode_shape_summary(const DecodeShape& s, const DecodeSplitPlan& splits, int sm_count) {
-  return fmt::format("B={} Hq={} Hk={} d={} cache={} new={} splits={}x{} sm={}", s.batch(), s.hq, s.hk, s.d,
-                     value_list(s.cache_len), value_list(s.new_tokens), splits.total_splits(), splits.tiles_per_split,
-                     sm_count);
+  // "x~" marks cuts balanced by route (balance_decode_splits): tiles_per_split is then nominal.
+  return fmt::format("B={} Hq={} Hk={} d={} cache={} new={} splits={}x{}{} sm={}", s.batch(), s.hq, s.hk, s.d,
+                     value_list(s.cache_len), value_list(s.new_tokens), splits.total_splits(),
+                     splits.first_tile.empty() ? "" : "~", splits.tiles_per_split, sm_count);
 }
 
 void add_decode_row(ResultTable& table, const CaseSpec& spec, const DecodeCheck& check, const std::string& compare,
