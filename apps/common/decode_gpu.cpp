@@ -214,6 +214,7 @@ void DecodeGpu::set_routing(const RoutingPlan& plan, const std::vector<uint64_t>
   }
   words_ = gpu::to_device(words, "routing words");
   group_ = gpu::to_device(plan.groups(), "routing groups");
+  routes_ = decode_routes(shape_, words, plan.groups());
   routed_ = true;
 }
 
@@ -240,7 +241,10 @@ gpu::DecodeParams DecodeGpu::params(CacheKind kind) const {
   p.workspace = workspace_.data();
   p.arrivals = arrivals_.as<unsigned>();
   p.combine_wait = combine_wait_;
-  if (kind == CacheKind::int8) p.mainloop = mainloop_;
+  if (kind == CacheKind::int8) {
+    p.mainloop = mainloop_;
+    p.routes = routes_;
+  }
   return p;
 }
 

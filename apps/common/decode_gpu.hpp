@@ -84,8 +84,13 @@ class DecodeGpu {
   // The prepared problem as it is, with its routing plan's words.
   DecodeGpu(const PreparedDecode& pd, const DecodeSplitPlan& splits);
 
-  // Routing of the INT8 cache: `plan` built for shape.attention_shape() with kDecodeGeometry.
+  // Routing of the INT8 cache: `plan` built for shape.attention_shape() with kDecodeGeometry. Also
+  // sets what the words hold (decode_routes), which picks the wgmma kernel's instance.
   void set_routing(const RoutingPlan& plan, const std::vector<uint64_t>& words);
+  DecodeRoutes routes() const { return routes_; }
+  // Overrides what the calls claim the words hold: `mixed` runs the instance with both routes
+  // whatever the words are (a claim the words contradict makes the kernel trap).
+  void set_routes(DecodeRoutes routes) { routes_ = routes; }
   // Poisons outputs and workspace, launches, waits and downloads.
   DecodeOutput run(CacheKind kind);
   // For timing: enqueue only.
@@ -125,6 +130,7 @@ class DecodeGpu {
   gpu::DeviceBuffer arrivals_;  // zeroed once; the calls leave it zero, so never poisoned
   gpu::DeviceBuffer words_, group_;
   bool routed_ = false;
+  DecodeRoutes routes_ = DecodeRoutes::mixed;
   DecodeMainloop mainloop_ = DecodeMainloop::automatic;
   DecodeCombineWait combine_wait_ = DecodeCombineWait::automatic;
 };

@@ -27,6 +27,37 @@ const char* to_string(DecodeCombineWait w) {
   return "?";
 }
 
+const char* to_string(DecodeRoutes r) {
+  switch (r) {
+    case DecodeRoutes::mixed: return "mixed";
+    case DecodeRoutes::all_int8: return "all_int8";
+    case DecodeRoutes::all_fp16: return "all_fp16";
+  }
+  return "?";
+}
+
+DecodeRoutes decode_routes(const DecodeShape& shape, const std::vector<uint64_t>& words,
+                           const std::vector<int>& groups) {
+  const int batch = shape.batch();
+  if (words.size() != static_cast<size_t>(shape.hk) * batch || groups.size() != static_cast<size_t>(batch)) {
+    throw std::invalid_argument("decode_routes: words must be [hk][batch] and groups [batch]");
+  }
+  bool int8 = false, fp16 = false;
+  for (int b = 0; b < batch; ++b) {
+    if (groups[b] < 1) throw std::invalid_argument("decode_routes: a group holds at least one tile");
+    const int64_t used = (decode_key_tiles(shape.cache_len[b]) + groups[b] - 1) / groups[b];
+    const uint64_t mask = used >= 64 ? ~0ull : (1ull << used) - 1ull;
+    fp16 = fp16 || used > 64;
+    for (int h = 0; h < shape.hk; ++h) {
+      const uint64_t live = words[static_cast<size_t>(h) * batch + b] & mask;
+      int8 = int8 || live != 0;
+      fp16 = fp16 || live != mask;
+    }
+  }
+  if (int8 && fp16) return DecodeRoutes::mixed;
+  return int8 ? DecodeRoutes::all_int8 : DecodeRoutes::all_fp16;
+}
+
 int64_t DecodeShape::total_new() const {
   int64_t total = 0;
   for (int64_t n : new_tokens) total += n;

@@ -37,6 +37,13 @@ const char* to_string(DecodeMainloop m);
 enum class DecodeCombineWait { automatic, grid, sequence };
 const char* to_string(DecodeCombineWait w);
 
+// What the routing words of a decode call hold over the key tiles its sequences have: every tile
+// INT8-routed, every tile FP16-routed, or both. The wgmma kernel has an instance per kind: one
+// route's tile step alone fits 168 registers without the spill of the instance that holds both
+// (decode v28, docs/perf-notes.md). `mixed` is right for any words.
+enum class DecodeRoutes { mixed, all_int8, all_fp16 };
+const char* to_string(DecodeRoutes r);
+
 struct DecodeShape {
   int hq = 0, hk = 0, d = 0;
   float softmax_scale = 0.0f;         // 0 = 1/sqrt(d), resolved by validate_decode
@@ -57,6 +64,11 @@ void validate_decode(DecodeShape& shape, const std::string& where = "");
 // Tile geometry of decode routing: one query tile holds all new tokens of a sequence (16 rows),
 // key tiles are one K scale block (64 tokens).
 constexpr TileGeometry kDecodeGeometry{16, 64};
+
+// The routes the words [hk][batch] give the key tiles of every sequence (bit t / groups[b] of a
+// word routes tile t to INT8; tiles of groups past bit 63 are FP16-routed, as on the GPU).
+DecodeRoutes decode_routes(const DecodeShape& shape, const std::vector<uint64_t>& words,
+                           const std::vector<int>& groups);
 
 // Split-K over the cache: the key tiles of sequence b (ceil(L_b / 64)) are cut into contiguous
 // chunks of `tiles_per_split` tiles; chunk s covers tiles [s * tiles_per_split, ...). A sequence

@@ -107,6 +107,7 @@ __device__ __forceinline__ void store_half_items(char* halves, int tid, const ui
   }
 }
 
+template <DecodeRoutes kRoutes>
 __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     decode_wgmma_kernel(const __grid_constant__ DecodeKernelParams p) {
   using Smem = DecodeWgmmaSmem;
@@ -152,7 +153,13 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     if (blk.tile_begin + i < blk.tile_end) issue(i);
     cp_async_commit();
   }
-  const bool needs_q8 = any_int8_tile(word, group, blk.tile_begin, blk.tile_end);
+  if constexpr (kRoutes != DecodeRoutes::mixed) {
+    // A tile of the other route would be computed on the wrong path: fail instead.
+    const bool int8_claimed = kRoutes == DecodeRoutes::all_int8;
+    if (any_int8_tile(int8_claimed ? ~word : word, group, blk.tile_begin, blk.tile_end)) __trap();
+  }
+  const bool needs_q8 = kRoutes == DecodeRoutes::all_int8 ||
+                        (kRoutes == DecodeRoutes::mixed && any_int8_tile(word, group, blk.tile_begin, blk.tile_end));
   TileRoutes routes(word, group, blk.tile_begin);
   unsigned* head_absmax = reinterpret_cast<unsigned*>(smem + Smem::kHeadAbsmax);
   if (tid < kDecodeWgmmaRows) head_absmax[tid] = 0u;
@@ -331,7 +338,11 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
       wgmma_wait_all();
       wgmma_fence_operands(o);
     };
-    if (routes.next()) {
+    if constexpr (kRoutes == DecodeRoutes::all_int8) {
+      tile_step(std::true_type{});
+    } else if constexpr (kRoutes == DecodeRoutes::all_fp16) {
+      tile_step(std::false_type{});
+    } else if (routes.next()) {
       tile_step(std::true_type{});
     } else {
       tile_step(std::false_type{});
@@ -378,18 +389,20 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
 
 }  // namespace
 
-void launch_decode_wgmma(const DecodeKernelParams& p, int64_t total_splits, void* stream,
-                                const std::string& context) {
+void launch_decode_wgmma(const DecodeKernelParams& p, DecodeRoutes routes, int64_t total_splits, void* stream,
+                         const std::string& context) {
   constexpr int kSmemBytes = DecodeWgmmaSmem::kAllocBytes;
+  const auto kernel = routes == DecodeRoutes::all_int8   ? decode_wgmma_kernel<DecodeRoutes::all_int8>
+                      : routes == DecodeRoutes::all_fp16 ? decode_wgmma_kernel<DecodeRoutes::all_fp16>
+                                                         : decode_wgmma_kernel<DecodeRoutes::mixed>;
+  TILEMIX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes), context);
   TILEMIX_CUDA_CHECK(
-      cudaFuncSetAttribute(decode_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes), context);
-  TILEMIX_CUDA_CHECK(cudaFuncSetAttribute(decode_wgmma_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                          cudaSharedmemCarveoutMaxShared),
-                     context);
+      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
+      context);
   const dim3 grid(static_cast<unsigned>(total_splits * p.hk * p.head_chunks));
-  decode_wgmma_kernel<<<grid, 128, kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p);
-  TILEMIX_LAUNCH_CHECK("decode_wgmma_kernel", context + " grid=" + std::to_string(grid.x) +
-                                                  " smem=" + std::to_string(kSmemBytes));
+  kernel<<<grid, 128, kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p);
+  TILEMIX_LAUNCH_CHECK("decode_wgmma_kernel", context + " routes=" + to_string(routes) + " grid=" +
+                                                  std::to_string(grid.x) + " smem=" + std::to_string(kSmemBytes));
 }
 
 }  // namespace tilemix::gpu

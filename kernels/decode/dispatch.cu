@@ -155,7 +155,7 @@ void run(const DecodeParams& p, bool int8, void* stream, const char* name) {
             "the wgmma mainloop needs the INT8 cache, d=128 and at most 64 query rows per CTA (got " +
                 std::string(int8 ? "int8" : "fp16") + ", d=" + std::to_string(p.d) + ", " + std::to_string(rows) +
                 " rows)");
-    launch_decode_wgmma(k, p.total_splits, stream, context);
+    launch_decode_wgmma(k, p.routes, p.total_splits, stream, context);
   } else if (int8) {
     p.d == 64 ? launch_rows<64, DecodeCache::int8>(rows, k, p.total_splits, stream, context)
               : launch_rows<128, DecodeCache::int8>(rows, k, p.total_splits, stream, context);

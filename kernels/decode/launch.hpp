@@ -14,8 +14,10 @@ struct DecodeKernelParams;
 template <int kHeadDim, int kRows, DecodeCache kCache>
 void launch_decode(const DecodeKernelParams& p, int64_t total_splits, void* stream, const std::string& context);
 
-// The wgmma decode kernel (INT8 cache, d = 128, up to kDecodeWgmmaRows rows per CTA).
-void launch_decode_wgmma(const DecodeKernelParams& p, int64_t total_splits, void* stream, const std::string& context);
+// The wgmma decode kernel (INT8 cache, d = 128, up to kDecodeWgmmaRows rows per CTA), the instance
+// for `routes`.
+void launch_decode_wgmma(const DecodeKernelParams& p, DecodeRoutes routes, int64_t total_splits, void* stream,
+                         const std::string& context);
 
 // The combine of multi-split sequences: one warp per (new token, query head).
 void launch_decode_combine(const DecodeKernelParams& p, int d, int sm_count, void* stream, const std::string& context);

@@ -256,6 +256,29 @@ TEST_CASE("balanced split cuts equalize the cost of a sequence's splits", "[deco
   }
 }
 
+TEST_CASE("decode routes: what the words hold over the tiles of each sequence", "[decode]") {
+  // hk = 2; 2 tiles (65 tokens), 1 tile, and 130 groups of one tile (past bit 63: FP16).
+  DecodeShape s = decode_shape(4, 2, 64, {65, 64}, {1, 1});
+  validate_decode(s);
+  const std::vector<int> one_tile_groups = {1, 1};
+  // [hk][batch]: only the bits of the tiles a sequence has count.
+  CHECK(decode_routes(s, {0b11, 0b1, 0b11, 0b1}, one_tile_groups) == DecodeRoutes::all_int8);
+  CHECK(decode_routes(s, {~0ull, ~0ull, ~0ull, ~0ull}, one_tile_groups) == DecodeRoutes::all_int8);
+  CHECK(decode_routes(s, {0b100, 0b10, 0, ~1ull}, one_tile_groups) == DecodeRoutes::all_fp16);
+  CHECK(decode_routes(s, {0b11, 0b1, 0b01, 0b1}, one_tile_groups) == DecodeRoutes::mixed);
+  CHECK(decode_routes(s, {0, 0, 0, 0b1}, one_tile_groups) == DecodeRoutes::mixed);
+  // Two tiles per group: sequence 0's tiles are both in bit 0.
+  CHECK(decode_routes(s, {0b1, 0b1, 0b1, 0b1}, {2, 2}) == DecodeRoutes::all_int8);
+
+  DecodeShape longer = decode_shape(4, 1, 64, {130 * 64}, {1});
+  validate_decode(longer);
+  CHECK(decode_routes(longer, {~0ull}, {1}) == DecodeRoutes::mixed);
+  CHECK(decode_routes(longer, {~0ull}, {3}) == DecodeRoutes::all_int8);
+  CHECK(decode_routes(longer, {0}, {1}) == DecodeRoutes::all_fp16);
+  CHECK_THROWS_AS(decode_routes(longer, {0, 0}, {1}), std::invalid_argument);
+  CHECK_THROWS_AS(decode_routes(longer, {0}, {0}), std::invalid_argument);
+}
+
 TEST_CASE("decode mainloop and resident CTAs per configuration", "[decode]") {
   using gpu::DecodeCache;
   const auto resolve = [](DecodeMainloop m, DecodeCache c, int d, int rows) {

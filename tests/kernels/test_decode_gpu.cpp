@@ -199,6 +199,8 @@ TEST_CASE("decode over the INT8 and FP16 caches matches the emulator", "[gpu][de
                          << " tiles_per_split=" << splits.tiles_per_split
                          << " splits=" << splits.total_splits());
           DecodeGpu gpu(pd, splits);
+          if (route.layout == LayoutKind::zero) CHECK(gpu.routes() == DecodeRoutes::all_fp16);
+          if (route.layout == LayoutKind::one) CHECK(gpu.routes() == DecodeRoutes::all_int8);
           const DecodeResult expected = emulate_decode_int8(shape, pd.q, pd.int8, pd.plan, splits);
           // Both mainloops where the wgmma one applies (d = 128, at most 64 rows per CTA).
           std::vector<DecodeMainloop> mainloops = {DecodeMainloop::mma_sync};
@@ -216,6 +218,15 @@ TEST_CASE("decode over the INT8 and FP16 caches matches the emulator", "[gpu][de
               // The combine set its per-sequence counts back for the next call.
               const std::vector<unsigned> counts = gpu.arrival_counts();
               CHECK(std::all_of(counts.begin(), counts.end(), [](unsigned c) { return c == 0u; }));
+            }
+            if (mainloop == DecodeMainloop::wgmma && gpu.routes() != DecodeRoutes::mixed) {
+              // The wgmma instance that holds both routes, on words of one kind.
+              const DecodeRoutes claimed = gpu.routes();
+              gpu.set_routes(DecodeRoutes::mixed);
+              const Agreement m = agreement(gpu.run(CacheKind::int8), expected);
+              INFO("wgmma instance for mixed routes: " << m.describe());
+              CHECK(tight(m));
+              gpu.set_routes(claimed);
             }
           }
           if (route.layout == LayoutKind::zero) {

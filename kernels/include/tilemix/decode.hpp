@@ -87,6 +87,9 @@ struct DecodeParams {
   // sequence), and g per sequence. Key tile n of sequence b is INT8 when bit n / g is set.
   const uint64_t* words = nullptr;
   const int* group = nullptr;
+  // What the words hold (decode_routes on the host's copy): all_int8 and all_fp16 select a wgmma
+  // instance with that route's tile step only, whose CTAs trap on a tile of the other route.
+  DecodeRoutes routes = DecodeRoutes::mixed;
   // Split plan (make_decode_split_plan): split_offset [batch + 1], the prefix sums of the splits
   // per sequence, and split_first_tile [total_splits], the first key tile of each split in its
   // sequence (DecodeSplitPlan::first_tiles); a split ends where the next one of its sequence
