@@ -202,8 +202,6 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
   const int mask_from = blk.len - blk.n + 1;
 
   // Descriptors of the fixed operands, built once.
-  const uint64_t q8_desc = sw128_desc(base + Smem::kQ8), q16_desc = sw128_desc(base + Smem::kQ16);
-  const uint64_t v_desc = sw128_desc_mn(base + Smem::kV16, Smem::kHalfBlock);
 
   int stage = 0;
   for (int t = blk.tile_begin; t < blk.tile_end; ++t) {
@@ -211,7 +209,13 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     fence_proxy_async_shared();  // the landed K8 tile (and Q, K, V writes) reach wgmma's reads
     __syncthreads();
 
-    const uint64_t k_desc = sw128_desc(base + stage * Smem::kStageBytes);
+    // Every descriptor from the shared base each tile: the base goes through an empty asm, so
+    // that they are not kept live across the loop (registers, decode v28).
+    uint32_t tile_base = base;
+    asm volatile("" : "+r"(tile_base));
+    const uint64_t k_desc = sw128_desc(tile_base + stage * Smem::kStageBytes);
+    const uint64_t q8_desc = sw128_desc(tile_base + Smem::kQ8), q16_desc = sw128_desc(tile_base + Smem::kQ16);
+    const uint64_t v_desc = sw128_desc_mn(tile_base + Smem::kV16, Smem::kHalfBlock);
     const char* k8_ptr = smem + stage * Smem::kStageBytes;
     const char* v8_ptr = k8_ptr + Smem::kTileBytes;
     const float* scales = reinterpret_cast<const float*>(smem + Smem::kScales + stage * 8);
