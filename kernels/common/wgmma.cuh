@@ -97,6 +97,23 @@ __device__ __forceinline__ void wgmma_m64n64k16_f16(float (&d)[32], uint64_t des
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
+// D(64x64, f32) = A(64x16, f16, registers: the mma.m16n8k16 A fragment of the warp's 16 rows)
+// B(16x64, f16, shared memory, K-major) (+ D when `accumulate`).
+__device__ __forceinline__ void wgmma_m64n64k16_f16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,
+                                                       int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+}
+
 // D(64x128, f32) += A(64x16, f16, registers: the mma.m16n8k16 A fragment of the warp's 16 rows)
 // B(16x128, f16, shared memory, MN-major: sw128_desc_mn).
 __device__ __forceinline__ void wgmma_m64n128k16_f16_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b) {
@@ -138,6 +155,17 @@ __device__ __forceinline__ void wgmma_scores_f16_d128(float (&s)[32], uint64_t q
     const uint32_t in_block = 32 * (kk % 4);
     wgmma_m64n64k16_f16(s, desc_advance(q_desc, (kk / 4) * q_block_bytes + in_block),
                         desc_advance(k_desc, (kk / 4) * k_block_bytes + in_block), kk);
+  }
+  wgmma_commit();
+}
+// S(64 x 64, f32) = Q K^T over 128 FP16 channels with Q in registers (q[kk]: the A fragment of
+// channels 16 kk .. 16 kk + 15) and K two K-major 64-channel blocks `k_block_bytes` apart.
+__device__ __forceinline__ void wgmma_scores_f16_d128_rs(float (&s)[32], const uint32_t (&q)[8][4], uint64_t k_desc,
+                                                         uint32_t k_block_bytes) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    wgmma_m64n64k16_f16_rs(s, q[kk], desc_advance(k_desc, (kk / 4) * k_block_bytes + 32 * (kk % 4)), kk);
   }
   wgmma_commit();
 }

@@ -193,6 +193,20 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     }
   }
 
+  // The all-FP16 instance holds Q as wgmma A fragments (q_frag[kk]: channels 16 kk .. 16 kk + 15
+  // of the warp's 16 rows) and converts each tile's K8 into a K buffer where FP16 Q was.
+  constexpr bool kQInRegisters = kRoutes == DecodeRoutes::all_fp16;
+  uint32_t q_frag[kQInRegisters ? 8 : 1][4];
+  if constexpr (kQInRegisters) {
+    __syncthreads();
+    const int m = lane >> 3, row = 16 * warp + (m & 1) * 8 + (lane & 7);
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+      ldmatrix_x4(q_frag[kk], base + Smem::kQ16 + (kk / 4) * Smem::kHalfBlock +
+                                  sw128_offset(row, 32 * (kk % 4) + 16 * (m >> 1)));
+    }
+  }
+
   const int rows_of_thread[2] = {16 * warp + g, 16 * warp + g + 8};
   const int visible[2] = {blk.visible(rows_of_thread[0]), blk.visible(rows_of_thread[1])};
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
@@ -230,7 +244,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
       // loaded under Q8 K8^T and stored beside the softmax (independent work that fills its
       // latencies); on the FP16 route loaded with the K8 codes before FP16 K overwrites the stage
       // and stored under Q K^T. One barrier before P V covers both.
-      float x[32], f[2];
+      float x[32], f[2], v_scale;
       uint4 v_codes[kCodeItems];
       if constexpr (kInt8Route) {
         int acc[32];
@@ -242,6 +256,23 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
         for (int i = 0; i < 32; ++i) x[i] = __int2float_rn(acc[i]);
         f[0] = nonzero_factor(__fmul_rn(q_factor[0], scales[0]));
         f[1] = nonzero_factor(__fmul_rn(q_factor[1], scales[0]));
+      } else if constexpr (kQInRegisters) {
+        // K and V into their FP16 buffers, one barrier, then the stage is free and Q K^T runs.
+        uint4 k_codes[kCodeItems];
+        load_code_items(k8_ptr, tid, k_codes);
+        load_code_items(v8_ptr, tid, v_codes);
+        store_half_items(smem + Smem::kQ16, tid, k_codes);
+        store_half_items(smem + Smem::kV16, tid, v_codes);
+        // The stage's scales too are read before the barrier that lets the next tile into it.
+        f[0] = f[1] = nonzero_factor(__fmul_rn(scales[0], p.scale_log2));
+        v_scale = scales[1];
+        fence_proxy_async_shared();
+        __syncthreads();
+        if (t + kStages < blk.tile_end) issue(stage);
+        cp_async_commit();
+        wgmma_scores_f16_d128_rs(x, q_frag, q16_desc, Smem::kHalfBlock);
+        wgmma_wait_all();
+        wgmma_fence_operands(x);
       } else {
         uint4 k_codes[kCodeItems];
         load_code_items(k8_ptr, tid, k_codes);
@@ -321,7 +352,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
 
       // O += P V: the k16 step kk covers keys 16 kk .. 16 kk + 15, i.e. score blocks 2 kk and
       // 2 kk + 1, which are exactly the A fragment of that step; V is read MN-major.
-      const float v_scale = scales[1];
+      if constexpr (!(kQInRegisters && !kInt8Route)) v_scale = scales[1];
       uint32_t a[4][4];
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
@@ -332,13 +363,18 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
           a[kk][2 * half + 1] = pack_half2(__fmul_rn(blk_s[2], v_scale), __fmul_rn(blk_s[3], v_scale));
         }
       }
-      fence_proxy_async_shared();  // P V reads every thread's V
-      __syncthreads();
+      constexpr bool kVWrittenEarly = kQInRegisters && !kInt8Route;  // and the stage reissued
+      if constexpr (!kVWrittenEarly) {
+        fence_proxy_async_shared();  // P V reads every thread's V
+        __syncthreads();
+      }
       wgmma_pv_k64(o, a, v_desc);
-      // Past that barrier no thread reads this stage again: the tile kStages ahead goes into it
-      // under P V, half an iteration earlier than at the top of the next one.
-      if (t + kStages < blk.tile_end) issue(stage);
-      cp_async_commit();
+      if constexpr (!kVWrittenEarly) {
+        // Past that barrier no thread reads this stage again: the tile kStages ahead goes into it
+        // under P V, half an iteration earlier than at the top of the next one.
+        if (t + kStages < blk.tile_end) issue(stage);
+        cp_async_commit();
+      }
       wgmma_wait_all();
       wgmma_fence_operands(o);
     };
