@@ -97,6 +97,23 @@ __device__ __forceinline__ void wgmma_m64n64k16_f16(float (&d)[32], uint64_t des
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
+// D(64x64, s32) = A(64x32, s8, registers: the mma.m16n8k32 A fragment of the warp's 16 rows)
+// B(32x64, s8, shared memory, K-major) (+ D when `accumulate`).
+__device__ __forceinline__ void wgmma_m64n64k32_s8_rs(int (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,
+                                                      int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p;\n}\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
+        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
+        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+}
+
 // D(64x64, f32) = A(64x16, f16, registers: the mma.m16n8k16 A fragment of the warp's 16 rows)
 // B(16x64, f16, shared memory, K-major) (+ D when `accumulate`).
 __device__ __forceinline__ void wgmma_m64n64k16_f16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,
@@ -156,6 +173,14 @@ __device__ __forceinline__ void wgmma_scores_f16_d128(float (&s)[32], uint64_t q
     wgmma_m64n64k16_f16(s, desc_advance(q_desc, (kk / 4) * q_block_bytes + in_block),
                         desc_advance(k_desc, (kk / 4) * k_block_bytes + in_block), kk);
   }
+  wgmma_commit();
+}
+// S(64 x 64, s32) = Q8 K8^T over 128 INT8 channels with Q8 in registers (q8[kk]: the A fragment of
+// channels 32 kk .. 32 kk + 31).
+__device__ __forceinline__ void wgmma_scores_s8_d128_rs(int (&s)[32], const uint32_t (&q8)[4][4], uint64_t k8_desc) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k32_s8_rs(s, q8[kk], desc_advance(k8_desc, 32 * kk), kk);
   wgmma_commit();
 }
 // S(64 x 64, f32) = Q K^T over 128 FP16 channels with Q in registers (q[kk]: the A fragment of

@@ -203,6 +203,17 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
   // of the warp's 16 rows) and converts each tile's K8 into a K buffer where FP16 Q was.
   constexpr bool kQInRegisters = kRoutes == DecodeRoutes::all_fp16;
   uint32_t q_frag[kQInRegisters ? 8 : 1][4];
+  // The all-INT8 instance holds Q8 as wgmma A fragments (channels 32 kk .. 32 kk + 31).
+  constexpr bool kQ8InRegisters = kRoutes == DecodeRoutes::all_int8;
+  uint32_t q8_frag[kQ8InRegisters ? 4 : 1][4];
+  if constexpr (kQ8InRegisters) {
+    __syncthreads();
+    const int m = lane >> 3, row = 16 * warp + (m & 1) * 8 + (lane & 7);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      ldmatrix_x4(q8_frag[kk], base + Smem::kQ8 + sw128_offset(row, 32 * kk + 16 * (m >> 1)));
+    }
+  }
   if constexpr (kQInRegisters) {
     __syncthreads();
     const int m = lane >> 3, row = 16 * warp + (m & 1) * 8 + (lane & 7);
@@ -254,7 +265,11 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
       uint4 v_codes[kCodeItems];
       if constexpr (kInt8Route) {
         int acc[32];
-        wgmma_scores_s8_d128(acc, q8_desc, k_desc);
+        if constexpr (kQ8InRegisters) {
+          wgmma_scores_s8_d128_rs(acc, q8_frag, k_desc);
+        } else {
+          wgmma_scores_s8_d128(acc, q8_desc, k_desc);
+        }
         load_code_items(v8_ptr, tid, v_codes);
         wgmma_wait_all();
         wgmma_fence_operands(acc);
