@@ -22,11 +22,12 @@
 //      where a reference of that half moved;
 //   5. O += P V: P times the V block scale rounded to FP16, straight from the score registers;
 //      under it the tile kStages ahead is issued into the stage this one leaves.
-// The kernel is compiled per DecodeRoutes (what the call's routing words hold): all_int8 and
-// mixed as above; all_fp16 holds Q as wgmma A fragments in registers instead, converts K8 and V8
-// into FP16 buffers of their own (K where FP16 Q would be) before one barrier, issues the next
-// tile into the stage right after it and needs no barrier before P V: two CTA barriers per tile
-// instead of four, 96 KB of shared-memory traffic instead of 112 (decode v29).
+// The kernel is compiled per DecodeRoutes (what the call's routing words hold). mixed is as
+// above. all_int8 holds Q8 as the score MMA's register A operand (64 KB of shared-memory traffic
+// per tile instead of 72). all_fp16 holds Q so instead, converts K8 and V8 into FP16 buffers of
+// their own (K where FP16 Q would be) before one barrier, issues the next tile into the stage
+// right after it and needs no barrier before P V: two CTA barriers per tile instead of four,
+// 96 KB of shared-memory traffic instead of 112 (decode v29).
 // Epilogue: o = fp16(O / l) and LSE, or (m, l, O) of a split for the combine kernel.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
