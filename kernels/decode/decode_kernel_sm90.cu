@@ -174,9 +174,12 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
 #pragma unroll
   for (int i = 0; i < kQItems; ++i) {
     const int item = tid + i * kThreads, r = item / (D / 16), chunk = item % (D / 16);
-    char* q16 = smem + Smem::kQ16 + (chunk / 4) * Smem::kHalfBlock;
-    *reinterpret_cast<uint4*>(q16 + sw128_offset(r, (chunk % 4) * 32)) = q_lo[i];
-    *reinterpret_cast<uint4*>(q16 + sw128_offset(r, (chunk % 4) * 32 + 16)) = q_hi[i];
+    // FP16 Q, for the FP16 route (the all-FP16 instance loads its fragments from here).
+    if constexpr (kRoutes != DecodeRoutes::all_int8) {
+      char* q16 = smem + Smem::kQ16 + (chunk / 4) * Smem::kHalfBlock;
+      *reinterpret_cast<uint4*>(q16 + sw128_offset(r, (chunk % 4) * 32)) = q_lo[i];
+      *reinterpret_cast<uint4*>(q16 + sw128_offset(r, (chunk % 4) * 32 + 16)) = q_hi[i];
+    }
     // Non-negative floats order like their bit patterns.
     if (needs_q8 && r < blk.rows) {
       atomicMax(&head_absmax[r % blk.heads], __float_as_uint(absmax8(q_hi[i], absmax8(q_lo[i], 0.0f))));
