@@ -45,6 +45,12 @@ constexpr int kCombineUnroll = 8;
 // take the bounded one.
 constexpr int kCombineBoundedCtasPerSm = 6;
 constexpr int kCombineUnboundedCtasPerSm = 4;
+// Calls with more rows than the 6-CTA instance holds at once (16 new tokens x 32 heads x batch 8
+// is 4,096 rows against 3,168 on an H200) take an 8-CTA instance: 64 registers, so that those rows
+// fit one wave; it takes a row's splits in one round of loads when there are at most
+// kCombineOneRoundSplits (M from the loaded maxima), else the two rounds of the others.
+constexpr int kCombineDenseCtasPerSm = 8;
+constexpr int kCombineOneRoundSplits = 6;
 
 // Waits until sequence b's `expected` decode CTAs have signalled their partial states
 // (signal_partials_written), with acquire semantics at GPU scope for the loads that follow; every
@@ -103,30 +109,55 @@ __global__ void __launch_bounds__(32 * kCombineWarps, kMinCtasPerSm)
     wait_for_prerequisite_grid();
   }
 
-  // M over the splits, 32 of them per round of memory latency (a maximum is exact in any order).
+  float acc[kPerLane];
+#pragma unroll
+  for (int c = 0; c < kPerLane; ++c) acc[c] = 0.0f;
+  float l = 0.0f;
   float m = -INFINITY;
+  if (kMinCtasPerSm == kCombineDenseCtasPerSm && last - first <= kCombineOneRoundSplits) {
+    float2 ml[kCombineOneRoundSplits];
+    Chunk x[kCombineOneRoundSplits];
+#pragma unroll
+    for (int u = 0; u < kCombineOneRoundSplits; ++u) {
+      if (first + u < last) {
+        ml[u] = p.ws_ml[ws_row(first + u)];
+        x[u] = *reinterpret_cast<const Chunk*>(p.ws_o + ws_row(first + u) * kDim + lane * kPerLane);
+        m = fmaxf(m, ml[u].x);
+      }
+    }
+    if (m != -INFINITY) {
+#pragma unroll
+      for (int u = 0; u < kCombineOneRoundSplits; ++u) {
+        if (first + u >= last || ml[u].x == -INFINITY) continue;
+        const float w = exp2_approx(__fsub_rn(ml[u].x, m));
+        l = __fadd_rn(l, __fmul_rn(w, ml[u].y));
+        const float* v = reinterpret_cast<const float*>(&x[u]);
+#pragma unroll
+        for (int c = 0; c < kPerLane; ++c) acc[c] = __fadd_rn(acc[c], __fmul_rn(w, v[c]));
+      }
+    }
+  } else {
+  // M over the splits, 32 of them per round of memory latency (a maximum is exact in any order).
   for (int64_t s0 = first; s0 < last; s0 += 32) {
     if (s0 + lane < last) m = fmaxf(m, p.ws_ml[ws_row(s0 + lane)].x);
   }
 #pragma unroll
   for (int lanes = 16; lanes >= 1; lanes /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, lanes));
-  float acc[kPerLane];
-#pragma unroll
-  for (int c = 0; c < kPerLane; ++c) acc[c] = 0.0f;
-  float l = 0.0f;
   if (m != -INFINITY) {
-    for (int64_t s0 = first; s0 < last; s0 += kCombineUnroll) {
-      float2 ml[kCombineUnroll];
-      Chunk x[kCombineUnroll];
+    // The dense instance's 64 registers hold the loads of 4 splits without spilling.
+    constexpr int kUnroll = kMinCtasPerSm == kCombineDenseCtasPerSm ? 4 : kCombineUnroll;
+    for (int64_t s0 = first; s0 < last; s0 += kUnroll) {
+      float2 ml[kUnroll];
+      Chunk x[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kCombineUnroll; ++u) {
+      for (int u = 0; u < kUnroll; ++u) {
         if (s0 + u < last) {
           ml[u] = p.ws_ml[ws_row(s0 + u)];
           x[u] = *reinterpret_cast<const Chunk*>(p.ws_o + ws_row(s0 + u) * kDim + lane * kPerLane);
         }
       }
 #pragma unroll
-      for (int u = 0; u < kCombineUnroll; ++u) {
+      for (int u = 0; u < kUnroll; ++u) {
         if (s0 + u >= last || ml[u].x == -INFINITY) continue;
         const float w = exp2_approx(__fsub_rn(ml[u].x, m));
         l = __fadd_rn(l, __fmul_rn(w, ml[u].y));
@@ -135,6 +166,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps, kMinCtasPerSm)
         for (int c = 0; c < kPerLane; ++c) acc[c] = __fadd_rn(acc[c], __fmul_rn(w, v[c]));
       }
     }
+  }
   }
   // No legal key (unreachable in decode, where every row sees key 0): o = 0, lse = -inf.
   __half* out = p.o + (token * p.hq + h) * kDim + lane * kPerLane;
@@ -162,10 +194,13 @@ void launch_decode_combine(const DecodeKernelParams& p, int d, int sm_count, voi
   const std::string what = "decode_combine_kernel " + context + " grid=" + std::to_string(grid.x);
   // 0 CTAs per SM: no bound, ptxas's own register count.
   const bool bounded = rows >= static_cast<int64_t>(sm_count) * kCombineUnboundedCtasPerSm * kCombineWarps;
-  const auto kernel = d == 64 ? (bounded ? decode_combine_kernel<64, kCombineBoundedCtasPerSm>
-                                         : decode_combine_kernel<64, 0>)
-                              : (bounded ? decode_combine_kernel<128, kCombineBoundedCtasPerSm>
-                                         : decode_combine_kernel<128, 0>);
+  const bool dense = rows > static_cast<int64_t>(sm_count) * kCombineBoundedCtasPerSm * kCombineWarps;
+  const auto kernel = d == 64 ? (dense     ? decode_combine_kernel<64, kCombineDenseCtasPerSm>
+                                 : bounded ? decode_combine_kernel<64, kCombineBoundedCtasPerSm>
+                                           : decode_combine_kernel<64, 0>)
+                              : (dense     ? decode_combine_kernel<128, kCombineDenseCtasPerSm>
+                                 : bounded ? decode_combine_kernel<128, kCombineBoundedCtasPerSm>
+                                           : decode_combine_kernel<128, 0>);
   launch_dependent(kernel, grid, dim3(32 * kCombineWarps), 0, s, what, p);
   TILEMIX_LAUNCH_CHECK("decode_combine_kernel", context + " grid=" + std::to_string(grid.x));
 }

@@ -240,6 +240,32 @@ TEST_CASE("decode over the INT8 and FP16 caches matches the emulator", "[gpu][de
   }
 }
 
+TEST_CASE("decode combines the splits of calls with many rows", "[gpu][decode]") {
+  // 16 sequences x 16 new tokens x 32 query heads = 8,192 rows: more than 6 combine CTAs of 4 rows
+  // per multiprocessor hold at once on a GPU of up to 341 multiprocessors, so the combine's dense
+  // instance runs. 3-tile splits (at most 5 per sequence) take its one-round path, 1-tile splits
+  // (up to 13) its two-round path.
+  const std::vector<int64_t> lengths = {800, 65, 513, 64, 777, 300, 128, 500, 16, 640, 200, 799, 64, 450, 129, 700};
+  const DecodeShape shape = make_decode_shape(32, 8, 128, lengths, std::vector<int64_t>(lengths.size(), 16));
+  REQUIRE(shape.total_new() * shape.hq > 341 * 6 * 4);
+  const PreparedDecode pd = prepare(shape, LayoutKind::sptrans, 0.5, InputKind::gaussian, 23);
+  for (int tiles_per_split : {3, 1}) {
+    const DecodeSplitPlan splits = fixed_decode_split_plan(shape, tiles_per_split);
+    DecodeGpu gpu(pd, splits);
+    for (DecodeCombineWait wait : {DecodeCombineWait::grid, DecodeCombineWait::sequence}) {
+      gpu.set_combine_wait(wait);
+      const Agreement a = agreement(gpu.run(CacheKind::int8), emulate_decode_int8(shape, pd.q, pd.int8, pd.plan, splits));
+      INFO("tiles_per_split " << tiles_per_split << ", combine waits for " << to_string(wait) << ": " << a.describe());
+      CHECK(tight(a));
+      const Agreement f = agreement(gpu.run(CacheKind::fp16), emulate_decode_fp16(shape, pd.q, pd.fp16, splits));
+      INFO("fp16 cache: " << f.describe());
+      CHECK(tight(f));
+      const std::vector<unsigned> counts = gpu.arrival_counts();
+      CHECK(std::all_of(counts.begin(), counts.end(), [](unsigned c) { return c == 0u; }));
+    }
+  }
+}
+
 TEST_CASE("decode keeps zero scales finite next to illegal keys", "[gpu][decode]") {
   // A block of all-zero K has scale 0 and codes 0, so every score of its tile has x = 0 and row
   // factor f = 0 on both score paths; a head whose queries are all zero has Q8 scale 0 and f = 0
