@@ -114,59 +114,59 @@ __global__ void __launch_bounds__(32 * kCombineWarps, kMinCtasPerSm)
   for (int c = 0; c < kPerLane; ++c) acc[c] = 0.0f;
   float l = 0.0f;
   float m = -INFINITY;
+  const auto load_split = [&](int64_t s, float2& ml, Chunk& x) {
+    ml = p.ws_ml[ws_row(s)];
+    x = *reinterpret_cast<const Chunk*>(p.ws_o + ws_row(s) * kDim + lane * kPerLane);
+  };
+  // Adds a split's state with weight exp2(m_s - M); a split that saw no key adds nothing.
+  const auto add_split = [&](const float2& ml, const Chunk& x) {
+    if (ml.x == -INFINITY) return;
+    const float w = exp2_approx(__fsub_rn(ml.x, m));
+    l = __fadd_rn(l, __fmul_rn(w, ml.y));
+    const float* v = reinterpret_cast<const float*>(&x);
+#pragma unroll
+    for (int c = 0; c < kPerLane; ++c) acc[c] = __fadd_rn(acc[c], __fmul_rn(w, v[c]));
+  };
   if (kMinCtasPerSm == kCombineDenseCtasPerSm && last - first <= kCombineOneRoundSplits) {
+    // One round: M from the loaded maxima.
     float2 ml[kCombineOneRoundSplits];
     Chunk x[kCombineOneRoundSplits];
 #pragma unroll
     for (int u = 0; u < kCombineOneRoundSplits; ++u) {
       if (first + u < last) {
-        ml[u] = p.ws_ml[ws_row(first + u)];
-        x[u] = *reinterpret_cast<const Chunk*>(p.ws_o + ws_row(first + u) * kDim + lane * kPerLane);
+        load_split(first + u, ml[u], x[u]);
         m = fmaxf(m, ml[u].x);
       }
     }
     if (m != -INFINITY) {
 #pragma unroll
       for (int u = 0; u < kCombineOneRoundSplits; ++u) {
-        if (first + u >= last || ml[u].x == -INFINITY) continue;
-        const float w = exp2_approx(__fsub_rn(ml[u].x, m));
-        l = __fadd_rn(l, __fmul_rn(w, ml[u].y));
-        const float* v = reinterpret_cast<const float*>(&x[u]);
-#pragma unroll
-        for (int c = 0; c < kPerLane; ++c) acc[c] = __fadd_rn(acc[c], __fmul_rn(w, v[c]));
+        if (first + u < last) add_split(ml[u], x[u]);
       }
     }
   } else {
-  // M over the splits, 32 of them per round of memory latency (a maximum is exact in any order).
-  for (int64_t s0 = first; s0 < last; s0 += 32) {
-    if (s0 + lane < last) m = fmaxf(m, p.ws_ml[ws_row(s0 + lane)].x);
-  }
+    // M over the splits, 32 of them per round of memory latency (a maximum is exact in any order).
+    for (int64_t s0 = first; s0 < last; s0 += 32) {
+      if (s0 + lane < last) m = fmaxf(m, p.ws_ml[ws_row(s0 + lane)].x);
+    }
 #pragma unroll
-  for (int lanes = 16; lanes >= 1; lanes /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, lanes));
-  if (m != -INFINITY) {
-    // The dense instance's 64 registers hold the loads of 4 splits without spilling.
-    constexpr int kUnroll = kMinCtasPerSm == kCombineDenseCtasPerSm ? 4 : kCombineUnroll;
-    for (int64_t s0 = first; s0 < last; s0 += kUnroll) {
-      float2 ml[kUnroll];
-      Chunk x[kUnroll];
+    for (int lanes = 16; lanes >= 1; lanes /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, lanes));
+    if (m != -INFINITY) {
+      // The dense instance's 64 registers hold the loads of 4 splits without spilling.
+      constexpr int kUnroll = kMinCtasPerSm == kCombineDenseCtasPerSm ? 4 : kCombineUnroll;
+      for (int64_t s0 = first; s0 < last; s0 += kUnroll) {
+        float2 ml[kUnroll];
+        Chunk x[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        if (s0 + u < last) {
-          ml[u] = p.ws_ml[ws_row(s0 + u)];
-          x[u] = *reinterpret_cast<const Chunk*>(p.ws_o + ws_row(s0 + u) * kDim + lane * kPerLane);
+        for (int u = 0; u < kUnroll; ++u) {
+          if (s0 + u < last) load_split(s0 + u, ml[u], x[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          if (s0 + u < last) add_split(ml[u], x[u]);
         }
       }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        if (s0 + u >= last || ml[u].x == -INFINITY) continue;
-        const float w = exp2_approx(__fsub_rn(ml[u].x, m));
-        l = __fadd_rn(l, __fmul_rn(w, ml[u].y));
-        const float* v = reinterpret_cast<const float*>(&x[u]);
-#pragma unroll
-        for (int c = 0; c < kPerLane; ++c) acc[c] = __fadd_rn(acc[c], __fmul_rn(w, v[c]));
-      }
     }
-  }
   }
   // No legal key (unreachable in decode, where every row sees key 0): o = 0, lse = -inf.
   __half* out = p.o + (token * p.hq + h) * kDim + lane * kPerLane;
