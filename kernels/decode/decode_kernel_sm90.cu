@@ -114,6 +114,19 @@ __device__ __forceinline__ void store_half_items(char* halves, int tid, const ui
   }
 }
 
+// The register A fragments of a 64-row operand stored as 128-byte-swizzled K-major blocks of
+// 128-byte rows (64-channel blocks `kHalfBlock` apart): frag[kk] covers bytes 32 kk .. 32 kk + 31
+// of every row, i.e. a k16 step of FP16 or a k32 step of INT8 codes, for the warp's 16 rows.
+template <int kSteps>
+__device__ __forceinline__ void load_a_fragments(uint32_t (&frag)[kSteps][4], uint32_t tile, int warp, int lane) {
+  const int m = lane >> 3, row = 16 * warp + (m & 1) * 8 + (lane & 7);
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk) {
+    const uint32_t block = tile + (kk / 4) * DecodeWgmmaSmem::kHalfBlock;
+    ldmatrix_x4(frag[kk], block + sw128_offset(row, 32 * (kk % 4) + 16 * (m >> 1)));
+  }
+}
+
 template <DecodeRoutes kRoutes>
 __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     decode_wgmma_kernel(const __grid_constant__ DecodeKernelParams p) {
@@ -204,28 +217,16 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
   }
 
   // The all-FP16 instance holds Q as wgmma A fragments (q_frag[kk]: channels 16 kk .. 16 kk + 15
-  // of the warp's 16 rows) and converts each tile's K8 into a K buffer where FP16 Q was.
+  // of the warp's 16 rows) and converts each tile's K8 into a K buffer where FP16 Q was; the
+  // all-INT8 instance holds Q8 so (q8_frag[kk]: channels 32 kk .. 32 kk + 31).
   constexpr bool kQInRegisters = kRoutes == DecodeRoutes::all_fp16;
-  uint32_t q_frag[kQInRegisters ? 8 : 1][4];
-  // The all-INT8 instance holds Q8 as wgmma A fragments (channels 32 kk .. 32 kk + 31).
   constexpr bool kQ8InRegisters = kRoutes == DecodeRoutes::all_int8;
+  uint32_t q_frag[kQInRegisters ? 8 : 1][4];
   uint32_t q8_frag[kQ8InRegisters ? 4 : 1][4];
-  if constexpr (kQ8InRegisters) {
+  if constexpr (kQInRegisters || kQ8InRegisters) {
     __syncthreads();
-    const int m = lane >> 3, row = 16 * warp + (m & 1) * 8 + (lane & 7);
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      ldmatrix_x4(q8_frag[kk], base + Smem::kQ8 + sw128_offset(row, 32 * kk + 16 * (m >> 1)));
-    }
-  }
-  if constexpr (kQInRegisters) {
-    __syncthreads();
-    const int m = lane >> 3, row = 16 * warp + (m & 1) * 8 + (lane & 7);
-#pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
-      ldmatrix_x4(q_frag[kk], base + Smem::kQ16 + (kk / 4) * Smem::kHalfBlock +
-                                  sw128_offset(row, 32 * (kk % 4) + 16 * (m >> 1)));
-    }
+    if constexpr (kQInRegisters) load_a_fragments(q_frag, base + Smem::kQ16, warp, lane);
+    if constexpr (kQ8InRegisters) load_a_fragments(q8_frag, base + Smem::kQ8, warp, lane);
   }
 
   const int rows_of_thread[2] = {16 * warp + g, 16 * warp + g + 8};
@@ -235,8 +236,6 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
 #pragma unroll
   for (int i = 0; i < 64; ++i) o[i] = 0.0f;
   const int mask_from = blk.len - blk.n + 1;
-
-  // Descriptors of the fixed operands, built once.
 
   int stage = 0;
   for (int t = blk.tile_begin; t < blk.tile_end; ++t) {
@@ -263,8 +262,10 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
       // f goes through nonzero_factor, so that -inf (an illegal key) stays -inf in the fma below.
       // V8 codes are loaded into registers early and stored as FP16 V later: on the INT8 route
       // loaded under Q8 K8^T and stored beside the softmax (independent work that fills its
-      // latencies); on the FP16 route loaded with the K8 codes before FP16 K overwrites the stage
-      // and stored under Q K^T. One barrier before P V covers both.
+      // latencies); on the mixed instance's FP16 route loaded with the K8 codes before FP16 K
+      // overwrites the stage and stored under Q K^T. One barrier before P V covers both. The
+      // all-FP16 instance converts V before Q K^T and reissues the stage then.
+      constexpr bool kVWrittenEarly = kQInRegisters && !kInt8Route;
       float x[32], f[2], v_scale;
       uint4 v_codes[kCodeItems];
       if constexpr (kInt8Route) {
@@ -377,7 +378,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
 
       // O += P V: the k16 step kk covers keys 16 kk .. 16 kk + 15, i.e. score blocks 2 kk and
       // 2 kk + 1, which are exactly the A fragment of that step; V is read MN-major.
-      if constexpr (!(kQInRegisters && !kInt8Route)) v_scale = scales[1];
+      if constexpr (!kVWrittenEarly) v_scale = scales[1];
       uint32_t a[4][4];
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
@@ -388,7 +389,6 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
           a[kk][2 * half + 1] = pack_half2(__fmul_rn(blk_s[2], v_scale), __fmul_rn(blk_s[3], v_scale));
         }
       }
-      constexpr bool kVWrittenEarly = kQInRegisters && !kInt8Route;  // and the stage reissued
       if constexpr (!kVWrittenEarly) {
         fence_proxy_async_shared();  // P V reads every thread's V
         __syncthreads();

@@ -252,12 +252,14 @@ TEST_CASE("decode combines the splits of calls with many rows", "[gpu][decode]")
   for (int tiles_per_split : {3, 1}) {
     const DecodeSplitPlan splits = fixed_decode_split_plan(shape, tiles_per_split);
     DecodeGpu gpu(pd, splits);
+    const DecodeResult expected = emulate_decode_int8(shape, pd.q, pd.int8, pd.plan, splits);
+    const DecodeResult expected16 = emulate_decode_fp16(shape, pd.q, pd.fp16, splits);
     for (DecodeCombineWait wait : {DecodeCombineWait::grid, DecodeCombineWait::sequence}) {
       gpu.set_combine_wait(wait);
-      const Agreement a = agreement(gpu.run(CacheKind::int8), emulate_decode_int8(shape, pd.q, pd.int8, pd.plan, splits));
+      const Agreement a = agreement(gpu.run(CacheKind::int8), expected);
       INFO("tiles_per_split " << tiles_per_split << ", combine waits for " << to_string(wait) << ": " << a.describe());
       CHECK(tight(a));
-      const Agreement f = agreement(gpu.run(CacheKind::fp16), emulate_decode_fp16(shape, pd.q, pd.fp16, splits));
+      const Agreement f = agreement(gpu.run(CacheKind::fp16), expected16);
       INFO("fp16 cache: " << f.describe());
       CHECK(tight(f));
       const std::vector<unsigned> counts = gpu.arrival_counts();
