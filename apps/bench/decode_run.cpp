@@ -116,6 +116,7 @@ struct MethodRun {
   int64_t resident_bytes = 0, resident_measured = 0, bytes_moved = 0, total_splits = 0;
   DecodeMainloop mainloop = DecodeMainloop::mma_sync;  // the one that ran
   std::string combine;  // what the split combine waited for ("none": one split per sequence)
+  std::string routes;   // INT8 cache: what the routing words hold (picks the wgmma kernel's instance)
 };
 
 // The config's methods that run decode cases (all of them when the config names none).
@@ -187,6 +188,7 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
           run.total_splits = decode.splits().total_splits();
           run.mainloop = decode.resolved_mainloop(kind);
           run.combine = run.total_splits == shape.batch() ? "none" : to_string(decode.combine_used(kind));
+          if (!baseline) run.routes = to_string(decode.routes());
           run.decode = gpu::time_launches([&](int) { decode.launch(kind); }, timing);
           run.append = gpu::time_launches([&](int) { problem->append_new->launch(kind); }, timing);
           run.resident_bytes = decode.resident_bytes(kind);
@@ -235,7 +237,7 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
               routed && problem ? Cell{params_text} : Cell{}, int64_t{shape.batch()}, int64_t{shape.hq},
               int64_t{shape.hk}, int64_t{shape.d}, uniform_or_minus_one(shape.cache_len),
               uniform_or_minus_one(shape.new_tokens), std::string(to_string(run.mainloop)),
-              run.combine.empty() ? Cell{} : Cell{run.combine}, splits, median, min_ms, max_ms, rel_std, reps, gbps,
+              run.routes.empty() ? Cell{} : Cell{run.routes}, run.combine.empty() ? Cell{} : Cell{run.combine}, splits, median, min_ms, max_ms, rel_std, reps, gbps,
               copy_gbps, pct, speedup, append_ms, resident, measured, clock, int64_t{device_index}, run.status});
       }
     }
@@ -265,6 +267,7 @@ ResultTable decode_bench_table() {
                {"cache_len", "L"},
                {"new_tokens", "new"},
                {"mainloop", "mainloop"},
+               {"routes", "routes"},
                {"combine", "combine"},
                {"splits", "splits"},
                {"median_ms", "median ms", 4},
