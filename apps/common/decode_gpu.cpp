@@ -212,9 +212,10 @@ void DecodeGpu::set_routing(const RoutingPlan& plan, const std::vector<uint64_t>
       words.size() != static_cast<size_t>(shape_.hk) * shape_.batch()) {
     throw std::invalid_argument("DecodeGpu::set_routing: the plan was not built for this decode shape");
   }
+  const std::vector<int> groups = plan.groups();
   words_ = gpu::to_device(words, "routing words");
-  group_ = gpu::to_device(plan.groups(), "routing groups");
-  routes_ = decode_routes(shape_, words, plan.groups());
+  group_ = gpu::to_device(groups, "routing groups");
+  routes_ = decode_routes(shape_, words, groups);
   routed_ = true;
 }
 
