@@ -16,8 +16,9 @@
 //   illegal elements (causal, bounds): no score, p = 0
 //   tile max = fp32(max x * f) (= max of fp32(x * f): f >= 0 and rounding is monotone);
 //   m_new = tile max if tile max > fp32(m + kDecodeRescaleLog2), else m (the reference moves only
-//   by more than 6 in log2 units, or from -inf); ref = m_new or 0 when -inf; p = exp2(fma(x, f, -ref)) (one
-//   rounding); alpha = exp2(m - ref); l = l * alpha + rowsum(p)   (rowsum of the fp32 p)
+//   by more than 6 in log2 units, or from -inf); ref = m_new or 0 when -inf;
+//   p = exp2(fma(x, f, -ref)) (one rounding); alpha = exp2(m - ref); l = l * alpha + rowsum(p)
+//   (rowsum of the fp32 p)
 //   INT8 cache: O = O * alpha + fp16(p * v_scale[block]) @ float(v8)   (V8 converted on chip, its
 //               block scale folded into P)
 //   FP16 cache: O = O * alpha + fp16(p) @ V

@@ -237,8 +237,9 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
               routed && problem ? Cell{params_text} : Cell{}, int64_t{shape.batch()}, int64_t{shape.hq},
               int64_t{shape.hk}, int64_t{shape.d}, uniform_or_minus_one(shape.cache_len),
               uniform_or_minus_one(shape.new_tokens), std::string(to_string(run.mainloop)),
-              run.routes.empty() ? Cell{} : Cell{run.routes}, run.combine.empty() ? Cell{} : Cell{run.combine}, splits, median, min_ms, max_ms, rel_std, reps, gbps,
-              copy_gbps, pct, speedup, append_ms, resident, measured, clock, int64_t{device_index}, run.status});
+              run.routes.empty() ? Cell{} : Cell{run.routes}, run.combine.empty() ? Cell{} : Cell{run.combine},
+              splits, median, min_ms, max_ms, rel_std, reps, gbps, copy_gbps, pct, speedup, append_ms, resident,
+              measured, clock, int64_t{device_index}, run.status});
       }
     }
   }
