@@ -68,6 +68,18 @@ struct DecodeSmem {
   __device__ __forceinline__ static uint32_t v(int stage) { return stage * Cfg::kStageBytes + Cfg::kTileBytes; }
 };
 
+// One row's online-softmax step, the emulator's rule (both decode kernels): the reference
+// `row_max` moves to the tile's maximum only when that passes it by more than kDecodeRescaleLog2
+// (or from -inf). Returns what the tile's p subtract (the new reference, or 0 while the row has seen
+// no legal key) and sets `alpha` = exp2(old reference - that), the factor of O and l.
+__device__ __forceinline__ float move_reference(float& row_max, float tile_max, float& alpha) {
+  const float m_new = tile_max > __fadd_rn(row_max, kDecodeRescaleLog2) ? tile_max : row_max;
+  const float ref = m_new == -INFINITY ? 0.0f : m_new;
+  alpha = exp2_approx(__fsub_rn(row_max, ref));
+  row_max = m_new;
+  return ref;
+}
+
 // What one CTA works on.
 struct DecodeBlock {
   int b, split, splits;
@@ -577,11 +589,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     for (int f = 0; f < QF; ++f) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const float m_new = tile_max[f][e] > __fadd_rn(row_max[f][e], kDecodeRescaleLog2) ? tile_max[f][e]
-                                                                                         : row_max[f][e];
-        const float ref = m_new == -INFINITY ? 0.0f : m_new;
-        alpha[f][e] = exp2_approx(__fsub_rn(row_max[f][e], ref));
-        row_max[f][e] = m_new;
+        const float ref = move_reference(row_max[f][e], tile_max[f][e], alpha[f][e]);
 #pragma unroll
         for (int ks = 0; ks < KS; ++ks) {
 #pragma unroll

@@ -345,12 +345,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
       float alpha[2], neg_ref[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const float tile_max = __fmul_rn(x_max[h], f[h]);
-        const float m_new = tile_max > __fadd_rn(row_max[h], kDecodeRescaleLog2) ? tile_max : row_max[h];
-        const float ref = m_new == -INFINITY ? 0.0f : m_new;
-        alpha[h] = exp2_approx(__fsub_rn(row_max[h], ref));
-        neg_ref[h] = -ref;
-        row_max[h] = m_new;
+        neg_ref[h] = -move_reference(row_max[h], __fmul_rn(x_max[h], f[h]), alpha[h]);
       }
 #pragma unroll
       for (int i = 0; i < 32; ++i) x[i] = exp2_approx(__fmaf_rn(x[i], f[(i >> 1) & 1], neg_ref[(i >> 1) & 1]));
