@@ -240,7 +240,9 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
   int stage = 0;
   for (int t = blk.tile_begin; t < blk.tile_end; ++t) {
     cp_async_wait<kStages - 1>();
-    fence_proxy_async_shared();  // the landed K8 tile (and Q, K, V writes) reach wgmma's reads
+    // The landed K8 tile (and Q, K, V writes) reach wgmma's reads. No wgmma of the all-FP16
+    // instance reads a stage, and it fences its FP16 K and V writes before their barrier.
+    if constexpr (!kQInRegisters) fence_proxy_async_shared();
     __syncthreads();
 
     // Every descriptor from the shared base each tile: the base goes through an empty asm, so
