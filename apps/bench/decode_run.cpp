@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -134,9 +136,34 @@ std::vector<std::string> selected_methods(const ExperimentConfig& config) {
   return methods;
 }
 
+// One call's per-CTA timeline as CSV: times in microseconds after the first CTA's start.
+void write_timeline(const std::string& dir, const std::string& case_name, const std::string& method,
+                    const std::string& routes, double median_ms, const std::vector<std::vector<uint64_t>>& rows) {
+  std::string file = case_name + "-" + method;
+  std::replace_if(file.begin(), file.end(), [](char c) { return !(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_'); }, '_');
+  const std::string path = dir + "/timeline-" + file + ".csv";
+  std::ofstream out(path);
+  if (!out) throw InputError("--timeline", "cannot write " + path);
+  uint64_t t0 = ~0ull;
+  for (const auto& r : rows) {
+    if (r[gpu::kTimelineStart] != 0) t0 = std::min(t0, r[gpu::kTimelineStart]);
+  }
+  const auto us = [&](uint64_t t) { return t == 0 ? std::string("") : fmt::format("{:.3f}", (t - t0) * 1e-3); };
+  out << fmt::format("# case {}, method {}{}, timed median {:.4f} ms\n", case_name, method,
+                     routes.empty() ? "" : ", routes " + routes, median_ms);
+  out << "cta,sm,start_us,loop_start_us,loop_end_us,end_us,tiles,fp16_tiles,sequence,split,kv_head\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    out << fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", i, r[gpu::kTimelineSm], us(r[gpu::kTimelineStart]),
+                       us(r[gpu::kTimelineLoopStart]), us(r[gpu::kTimelineLoopEnd]), us(r[gpu::kTimelineEnd]),
+                       r[gpu::kTimelineTiles], r[gpu::kTimelineFp16Tiles], r[gpu::kTimelineSequence],
+                       r[gpu::kTimelineSplit], r[gpu::kTimelineKvHead]);
+  }
+}
+
 void run_groups(const ExperimentConfig& config, const std::vector<const CaseGroup*>& groups,
-                int device_index, std::atomic<int>& cases_done, const RowSink& emit,
-                const std::function<bool()>& stop) {
+                int device_index, const DecodeBenchOptions& options, std::atomic<int>& cases_done,
+                const RowSink& emit, const std::function<bool()>& stop) {
   const std::vector<std::string> methods = selected_methods(config);
   gpu::select_device(device_index);
   const gpu::DeviceInfo device = gpu::device_info(device_index);
@@ -190,6 +217,14 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
           run.combine = run.total_splits == shape.batch() ? "none" : to_string(decode.combine_used(kind));
           if (!baseline) run.routes = to_string(decode.routes());
           run.decode = gpu::time_launches([&](int) { decode.launch(kind); }, timing);
+          if (!options.timeline_dir.empty()) {
+            gpu::TimingOptions once = timing;
+            once.warmup = 0;
+            once.warmup_seconds = 0.0;
+            once.min_reps = once.max_reps = 1;
+            const auto rows = decode.timeline([&] { gpu::time_launches([&](int) { decode.launch(kind); }, once); });
+            write_timeline(options.timeline_dir, spec.name, method, run.routes, run.decode->median_ms, rows);
+          }
           run.append = gpu::time_launches([&](int) { problem->append_new->launch(kind); }, timing);
           run.resident_bytes = decode.resident_bytes(kind);
           run.resident_measured = decode.resident_bytes(kind, gpu::MemoryCount::measured);
@@ -289,15 +324,15 @@ ResultTable decode_bench_table() {
   return t;
 }
 
-void run_decode_bench(const ExperimentConfig& config, const std::vector<int>& devices, ResultTable& table,
-                      const std::function<void()>& on_row, const std::function<bool()>& stop) {
+void run_decode_bench(const ExperimentConfig& config, const std::vector<int>& devices, const DecodeBenchOptions& options,
+                      ResultTable& table, const std::function<void()>& on_row, const std::function<bool()>& stop) {
   selected_methods(config);  // a bad method list fails before any GPU work
   // Cases grouped by shape (first-appearance order): a group's caches are built once.
   const auto groups = group_cases(config, shape_key);
   std::atomic<int> cases_done{0};
   shard_over_devices(groups, devices, table, on_row,
                      [&](const std::vector<const CaseGroup*>& share, int device, const RowSink& emit) {
-                       run_groups(config, share, device, cases_done, emit, stop);
+                       run_groups(config, share, device, options, cases_done, emit, stop);
                      });
 }
 

@@ -6,6 +6,7 @@
 // counts the bytes a call must move (the cache tokens held and their scales, Q, O and LSE) and is
 // set beside the device-to-device copy bandwidth measured once per device in the same run.
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "core/config/experiment.hpp"
@@ -19,9 +20,15 @@ const std::vector<std::string>& decode_methods();
 // Empty table with the decode bench's columns.
 ResultTable decode_bench_table();
 
+struct DecodeBenchOptions {
+  // When set: after each row's timing, one more call with per-CTA timestamps, written to
+  // <timeline_dir>/timeline-<case>-<method>.csv (scripts/decode_timeline.py summarizes them).
+  std::string timeline_dir;
+};
+
 // Runs the decode cases of `config` (all cases must be decode cases), sharded over `devices` by
 // shape (one thread per device). `on_row` follows every finished row; stops early when `stop()`.
-void run_decode_bench(const ExperimentConfig& config, const std::vector<int>& devices, ResultTable& table,
-                      const std::function<void()>& on_row, const std::function<bool()>& stop);
+void run_decode_bench(const ExperimentConfig& config, const std::vector<int>& devices, const DecodeBenchOptions& options,
+                      ResultTable& table, const std::function<void()>& on_row, const std::function<bool()>& stop);
 
 }  // namespace tilemix::app

@@ -1,12 +1,13 @@
 // tilemix-bench: routing plans, and sweeps of the routed kernel against its baselines.
 //   tilemix-bench plan --lq N --lk N --layout NAME --ratio R [...] [--json]
 //   tilemix-bench [--config FILE] [--device auto|cpu|gpu] [--set key=v1,v2] [--format md|csv|json]
-//                 [--out FILE] [--dump DIR] [--list]
+//                 [--out FILE] [--dump DIR] [--timeline DIR] [--list]
 // A config's cases are all prefill, all decode ("kind": "decode") or all model ("kind": "model":
 // the multi-layer random model's logits with each method's attention, apps/bench/model_run.hpp).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <csignal>
+#include <filesystem>
 #include <fmt/core.h>
 
 #include "apps/bench/cpu_run.hpp"
@@ -111,6 +112,9 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"table", "md", "csv", "json"}));
     cli.add_option("--out", out_path, "also write the results (format from the extension: .json .csv .md)");
     cli.add_option("--dump", dump_dir, "write each case's q, k, v, o, o_ref .npy and <case>_meta.json here");
+    std::string timeline_dir;
+    cli.add_option("--timeline", timeline_dir,
+                   "decode, GPU: write each row's per-CTA timestamps (one more call) as CSV files here");
     cli.add_option("--devices", devices_arg, "GPU indices to shard the sweep over: 0,1,... or all (default 0)");
     cli.add_flag("--list", list, "list methods, layouts and devices");
     cli.add_flag("--deviation", deviation, "GPU: add each method's relative L2 deviation from flash_fp16");
@@ -152,6 +156,10 @@ int main(int argc, char** argv) {
     if ((decode && decode_cases != all) || (model && model_cases != all)) {
       throw InputError(prov.config_path, "mixes case kinds (prefill, decode, model); give each kind its own config");
     }
+    if (!timeline_dir.empty() && !(decode && where.gpu)) {
+      throw InputError("--timeline", "records the GPU decode kernels: use it with decode cases on a GPU");
+    }
+    if (!timeline_dir.empty()) std::filesystem::create_directories(timeline_dir);
     ResultTable table;
     if (model) {
       if (deviation || reference) throw InputError("--deviation/--reference", "are prefill options");
@@ -175,7 +183,8 @@ int main(int argc, char** argv) {
       if (decode) {
         if (deviation || reference) throw InputError("--deviation/--reference", "are prefill options");
         table = app::decode_bench_table();
-        app::run_decode_bench(config, devices, table, [&] { write_out(table); }, app::interrupted);
+        app::run_decode_bench(config, devices, app::DecodeBenchOptions{timeline_dir}, table,
+                              [&] { write_out(table); }, app::interrupted);
       } else {
         table = app::gpu_bench_table();
         const app::GpuBenchOptions options{deviation, reference};

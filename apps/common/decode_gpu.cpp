@@ -242,6 +242,7 @@ gpu::DecodeParams DecodeGpu::params(CacheKind kind) const {
   p.workspace = workspace_.data();
   p.arrivals = arrivals_.as<unsigned>();
   p.combine_wait = combine_wait_;
+  p.timeline = timeline_;
   if (kind == CacheKind::int8) {
     p.mainloop = mainloop_;
     p.routes = routes_;
@@ -256,6 +257,31 @@ void DecodeGpu::launch(CacheKind kind) {
   } else {
     gpu::decode_fp16(params(kind), nullptr);
   }
+}
+
+std::vector<std::vector<uint64_t>> DecodeGpu::timeline(const std::function<void()>& launch) {
+  const int64_t ctas = static_cast<int64_t>(splits_.total_splits()) * shape_.hk *
+                       decode_head_chunks(shape_.hq, shape_.hk, shape_.max_new_tokens());
+  gpu::DeviceBuffer rows(gpu::decode_timeline_bytes(shape_.hq, shape_.hk, shape_.max_new_tokens(),
+                                                    splits_.total_splits()),
+                         "decode timeline");
+  rows.fill(0);
+  timeline_ = rows.as<uint64_t>();
+  try {
+    launch();
+    gpu::device_synchronize("decode timeline");
+  } catch (...) {
+    timeline_ = nullptr;
+    throw;
+  }
+  timeline_ = nullptr;
+  const std::vector<uint64_t> flat = gpu::to_host<uint64_t>(rows, static_cast<size_t>(ctas) * gpu::kDecodeTimelineSlots);
+  std::vector<std::vector<uint64_t>> out;
+  out.reserve(static_cast<size_t>(ctas));
+  for (int64_t i = 0; i < ctas; ++i) {
+    out.emplace_back(flat.begin() + i * gpu::kDecodeTimelineSlots, flat.begin() + (i + 1) * gpu::kDecodeTimelineSlots);
+  }
+  return out;
 }
 
 DecodeCombineWait DecodeGpu::combine_used(CacheKind kind) const {

@@ -3,6 +3,7 @@
 // plan live in device memory, uploaded once; a checked run poisons the outputs (every byte 0xFF,
 // a NaN in FP16 and FP32) and the split workspace, launches, and downloads.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/decode/decode_case.hpp"
@@ -108,6 +109,10 @@ class DecodeGpu {
   void set_mainloop(DecodeMainloop mainloop) { mainloop_ = mainloop; }
   // What the split combine waits for (automatic unless set).
   void set_combine_wait(DecodeCombineWait wait) { combine_wait_ = wait; }
+  // Per-CTA timestamps of the decode kernel (a row of gpu::DecodeTimelineSlot values per CTA, in
+  // launch order): `launch` enqueues one call (e.g. through the bench's timing, for its L2 flush)
+  // while the timeline is on.
+  std::vector<std::vector<uint64_t>> timeline(const std::function<void()>& launch);
   // What the combine of a call of `kind` waits for (automatic resolved; automatic when every
   // sequence has one split).
   DecodeCombineWait combine_used(CacheKind kind) const;
@@ -129,6 +134,7 @@ class DecodeGpu {
   gpu::DeviceBuffer q_, o_, lse_, cu_new_, cache_len_, split_offset_, split_first_tile_, workspace_;
   gpu::DeviceBuffer arrivals_;  // zeroed once; the calls leave it zero, so never poisoned
   gpu::DeviceBuffer words_, group_;
+  uint64_t* timeline_ = nullptr;  // set only inside timeline()
   bool routed_ = false;
   DecodeRoutes routes_ = DecodeRoutes::mixed;
   DecodeMainloop mainloop_ = DecodeMainloop::automatic;

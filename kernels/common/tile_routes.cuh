@@ -13,6 +13,17 @@ __device__ __forceinline__ bool any_int8_tile(uint64_t word, int group, int tile
   return (groups >= 64 ? live : live & ((1ull << groups) - 1ull)) != 0;
 }
 
+// How many tiles of [tile_begin, tile_end) are FP16-routed (tiles past bit 63 count as FP16).
+__device__ __forceinline__ int fp16_tile_count(uint64_t word, int group, int tile_begin, int tile_end) {
+  int count = 0;
+  for (int t = tile_begin; t < tile_end;) {
+    const int g = t / group, next = min(tile_end, (g + 1) * group);
+    if (g >= 64 || ((word >> g) & 1ull) == 0) count += next - t;
+    t = next;
+  }
+  return count;
+}
+
 // The routes of tiles tile_begin, tile_begin + 1, ... in that order, without a division per tile
 // (ncu showed the decode kernels' t / group of every tile, an integer division, in the loop): the
 // word is shifted once per group of `group` tiles.

@@ -34,6 +34,7 @@
 #include "kernels/decode/decode_params.cuh"
 #include "kernels/decode/fragments.cuh"
 #include "kernels/decode/launch.hpp"
+#include "kernels/decode/timeline.cuh"
 #include "kernels/prefill/softmax.cuh"
 #include "kernels/common/tile_routes.cuh"
 #include "kernels/quant/int8_codes.cuh"
@@ -393,6 +394,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 
   // The combine kernel may be scheduled as soon as every CTA of this grid has started.
   allow_dependent_launch();
+  stamp_timeline(p, kTimelineStart);
   DecodeBlock blk;
   blk.init(p);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -520,6 +522,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   float* tile_max_smem = reinterpret_cast<float*>(smem + Smem::kTileMax);
   const int mask_from = blk.len - blk.n + 1;  // tiles ending after this key may hold illegal pairs
 
+  stamp_timeline(p, kTimelineLoopStart);
   int stage = 0;
   for (int t = blk.tile_begin; t < blk.tile_end; ++t) {
     // Tile t landed; every warp is done with tile t - 1, whose stage the next issue reuses.
@@ -634,6 +637,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 
   // Epilogue: the warps' partial O^T and l meet in shared memory (the stages are free now).
   cp_async_wait<0>();
+  stamp_timeline(p, kTimelineLoopEnd);
   __syncthreads();
   float* reduce = reinterpret_cast<float*>(smem);
   float* sum_smem = reinterpret_cast<float*>(smem + Smem::kRowSum);
@@ -697,6 +701,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     }
   }
   if (!direct) signal_partials_written(p, blk.b, tid);
+  finish_timeline(p, blk, Cfg::kInt8);
 }
 
 template <int kHeadDim, int kRows, DecodeCache kCache>

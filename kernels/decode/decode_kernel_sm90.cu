@@ -48,6 +48,7 @@
 #include "kernels/decode/decode_params.cuh"
 #include "kernels/decode/fragments.cuh"
 #include "kernels/decode/launch.hpp"
+#include "kernels/decode/timeline.cuh"
 #include "kernels/prefill/softmax.cuh"
 #include "kernels/quant/int8_codes.cuh"
 
@@ -134,6 +135,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
   using Tile = Smem::Tile;
   constexpr int D = kDecodeWgmmaDim, kStages = Smem::kStages, kThreads = 128;
   allow_dependent_launch();
+  stamp_timeline(p, kTimelineStart);
   extern __shared__ __align__(1024) char smem_raw[];
   char* smem = Smem::align(smem_raw);
   const uint32_t base = smem_address(smem);
@@ -237,6 +239,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
   for (int i = 0; i < 64; ++i) o[i] = 0.0f;
   const int mask_from = blk.len - blk.n + 1;
 
+  stamp_timeline(p, kTimelineLoopStart);
   int stage = 0;
   for (int t = blk.tile_begin; t < blk.tile_end; ++t) {
     cp_async_wait<kStages - 1>();
@@ -412,6 +415,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     stage = stage + 1 == kStages ? 0 : stage + 1;
   }
   cp_async_wait<0>();
+  stamp_timeline(p, kTimelineLoopEnd);
 
   // Epilogue: each row's l over its quad; O element 4j + e is channel 8j + 2 tq + e % 2.
   const bool direct = blk.splits == 1;
@@ -447,6 +451,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     }
   }
   if (!direct) signal_partials_written(p, blk.b, tid);
+  finish_timeline(p, blk, true);
 }
 
 }  // namespace

@@ -34,6 +34,7 @@ struct DecodeKernelParams {
   // partial states, at batch + b the combine warps that have seen them all; zero between calls.
   // Used when per_sequence_combine is set; otherwise the combine waits for the whole decode grid.
   unsigned* arrivals;
+  uint64_t* timeline;  // DecodeParams::timeline
   int per_sequence_combine;
   int64_t total_new;
   int64_t total_splits;

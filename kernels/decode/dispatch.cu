@@ -125,6 +125,7 @@ void run(const DecodeParams& p, bool int8, void* stream, const char* name) {
   k.group = p.group;
   k.split_offset = p.split_offset;
   k.split_first_tile = p.split_first_tile;
+  k.timeline = p.timeline;
   const bool has_combine = p.total_splits > p.batch;
   if (has_combine) {
     const size_t rows = static_cast<size_t>(p.total_splits) * p.hq * kMaxDecodeTokens;

@@ -262,6 +262,18 @@ TEST_CASE("tilemix-bench without a GPU says so and runs the emulator; --dump wri
   CHECK(m["words"].size() == 1);  // one KV head
 }
 
+TEST_CASE("tilemix-bench --timeline needs decode cases on a GPU", "[cli]") {
+  const auto dir = temp_dir("timeline");
+  const std::string prefill = write_config(dir, valid_config());
+  const Run r = run(std::string(TILEMIX_BENCH_EXE) + " --device cpu --config '" + prefill + "' --timeline '" +
+                    (dir / "tl").string() + "'");
+  INFO(r.out);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("--timeline") != std::string::npos);
+  CHECK(r.out.find("decode") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "tl"));
+}
+
 TEST_CASE("tilemix-bench runs model cases on the CPU: deviations grow with INT8 coverage", "[cli]") {
   const auto dir = temp_dir("model");
   const nlohmann::json config = {

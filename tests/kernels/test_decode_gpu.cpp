@@ -268,6 +268,52 @@ TEST_CASE("decode combines the splits of calls with many rows", "[gpu][decode]")
   }
 }
 
+TEST_CASE("decode timelines hold one row per CTA of the call", "[gpu][decode]") {
+  // Sequences of 1, 300 and 2000 cache tokens, 16 new tokens (the wgmma kernel) and 4 (mma.sync),
+  // band routing: every CTA's row names its split, its tiles and its FP16-routed tiles as the plan
+  // and the words have them, with start <= loop start <= loop end <= end.
+  const int sms = gpu::device_info(0).sm_count;
+  for (int64_t n : {16, 4}) {
+    const std::vector<int64_t> lengths = {1, 300, 2000};
+    const DecodeShape shape = make_decode_shape(32, 8, 128, lengths, std::vector<int64_t>(lengths.size(), n));
+    const PreparedDecode pd = prepare(shape, LayoutKind::band, 0.5, InputKind::gaussian, 29);
+    const DecodeSplitPlan splits = fixed_decode_split_plan(shape, 7);
+    DecodeGpu gpu(pd, splits);
+    const std::vector<int> groups = pd.plan.groups();
+    for (CacheKind kind : {CacheKind::int8, CacheKind::fp16}) {
+      INFO("new tokens " << n << ", " << (kind == CacheKind::int8 ? "int8" : "fp16") << " cache");
+      const auto rows = gpu.timeline([&] { gpu.launch(kind); });
+      REQUIRE(static_cast<int64_t>(rows.size()) == splits.total_splits() * shape.hk);
+      int64_t position = 0;
+      for (int b = 0; b < shape.batch(); ++b) {
+        for (int s = 0; s < splits.splits(b); ++s) {
+          const auto [first, last] = splits.tile_range(b, s, decode_key_tiles(shape.cache_len[b]));
+          for (int h = 0; h < shape.hk; ++h, ++position) {
+            const auto& r = rows[static_cast<size_t>(position)];
+            INFO("sequence " << b << " split " << s << " KV head " << h);
+            CHECK(r[gpu::kTimelineSm] < static_cast<uint64_t>(sms));
+            CHECK(r[gpu::kTimelineStart] > 0);
+            CHECK(r[gpu::kTimelineStart] <= r[gpu::kTimelineLoopStart]);
+            CHECK(r[gpu::kTimelineLoopStart] <= r[gpu::kTimelineLoopEnd]);
+            CHECK(r[gpu::kTimelineLoopEnd] <= r[gpu::kTimelineEnd]);
+            CHECK(r[gpu::kTimelineSequence] == static_cast<uint64_t>(b));
+            CHECK(r[gpu::kTimelineSplit] == static_cast<uint64_t>(s));
+            CHECK(r[gpu::kTimelineKvHead] == static_cast<uint64_t>(h));
+            CHECK(r[gpu::kTimelineTiles] == static_cast<uint64_t>(last - first));
+            int64_t fp16 = 0;
+            for (int64_t t = first; t < last; ++t) {
+              fp16 += kind == CacheKind::fp16 || !pd.plan.int8_route(h, b, 0, static_cast<int>(t)) ? 1 : 0;
+            }
+            CHECK(r[gpu::kTimelineFp16Tiles] == static_cast<uint64_t>(fp16));
+          }
+        }
+      }
+    }
+    // The calls without a timeline still match the emulator.
+    CHECK(tight(agreement(gpu.run(CacheKind::int8), emulate_decode_int8(shape, pd.q, pd.int8, pd.plan, splits))));
+  }
+}
+
 TEST_CASE("decode keeps zero scales finite next to illegal keys", "[gpu][decode]") {
   // A block of all-zero K has scale 0 and codes 0, so every score of its tile has x = 0 and row
   // factor f = 0 on both score paths; a head whose queries are all zero has Q8 scale 0 and f = 0

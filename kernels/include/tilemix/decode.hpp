@@ -104,6 +104,9 @@ struct DecodeParams {
   // between calls); may be null when the workspace is. Calls that share them run one at a time.
   unsigned* arrivals = nullptr;
   DecodeCombineWait combine_wait = DecodeCombineWait::automatic;
+  // Optional per-CTA timestamps of the decode kernel (not the combine): decode_timeline_bytes(...)
+  // bytes, a row of kDecodeTimelineSlots per CTA in launch order (DecodeTimelineSlot). Null: none.
+  uint64_t* timeline = nullptr;
   // decode_int8 only: the mainloop (wgmma needs d = 128 and at most 64 rows per CTA).
   DecodeMainloop mainloop = DecodeMainloop::automatic;
 };
@@ -114,6 +117,28 @@ struct DecodeParams {
 inline size_t decode_workspace_bytes(int hq, int d, int batch, int64_t total_splits) {
   if (total_splits <= batch) return 0;
   return static_cast<size_t>(total_splits) * hq * kMaxDecodeTokens * (2 + d) * sizeof(float);
+}
+
+// A row of the decode timeline (DecodeParams::timeline): the SM the CTA ran on; %globaltimer (ns)
+// at its start, before its first tile, after its last tile and at its end; its key tiles and how
+// many of them took the FP16 score path (all of them over the FP16 cache); its sequence, split
+// and KV head.
+enum DecodeTimelineSlot : int {
+  kTimelineSm,
+  kTimelineStart,
+  kTimelineLoopStart,
+  kTimelineLoopEnd,
+  kTimelineEnd,
+  kTimelineTiles,
+  kTimelineFp16Tiles,
+  kTimelineSequence,
+  kTimelineSplit,
+  kTimelineKvHead,
+  kDecodeTimelineSlots
+};
+inline size_t decode_timeline_bytes(int hq, int hk, int max_new_tokens, int64_t total_splits) {
+  return static_cast<size_t>(total_splits) * hk * decode_head_chunks(hq, hk, max_new_tokens) * kDecodeTimelineSlots *
+         sizeof(uint64_t);
 }
 
 // Counters per sequence with which the combine of the split partial states waits for exactly the
