@@ -11,7 +11,7 @@ namespace tilemix::gpu {
 
 __device__ __forceinline__ uint64_t global_ns() {
   uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
 
