@@ -269,12 +269,12 @@ TEST_CASE("decode combines the splits of calls with many rows", "[gpu][decode]")
 }
 
 TEST_CASE("decode timelines hold one row per CTA of the call", "[gpu][decode]") {
-  // Sequences of 1, 300 and 2000 cache tokens, 16 new tokens (the wgmma kernel) and 4 (mma.sync),
-  // band routing: every CTA's row names its split, its tiles and its FP16-routed tiles as the plan
-  // and the words have them, with start <= loop start <= loop end <= end.
+  // Sequences of n (just the new tokens), 300 and 2000 cache tokens, n = 16 new tokens (the wgmma
+  // kernel) and 4 (mma.sync), band routing: every CTA's row names its split, its tiles and its
+  // FP16-routed tiles as the plan and the words have them, with start <= loop start <= loop end <= end.
   const int sms = gpu::device_info(0).sm_count;
   for (int64_t n : {16, 4}) {
-    const std::vector<int64_t> lengths = {1, 300, 2000};
+    const std::vector<int64_t> lengths = {n, 300, 2000};
     const DecodeShape shape = make_decode_shape(32, 8, 128, lengths, std::vector<int64_t>(lengths.size(), n));
     const PreparedDecode pd = prepare(shape, LayoutKind::band, 0.5, InputKind::gaussian, 29);
     const DecodeSplitPlan splits = fixed_decode_split_plan(shape, 7);
