@@ -140,7 +140,10 @@ std::vector<std::string> selected_methods(const ExperimentConfig& config) {
 void write_timeline(const std::string& dir, const std::string& case_name, const std::string& method,
                     const std::string& routes, double median_ms, const std::vector<std::vector<uint64_t>>& rows) {
   std::string file = case_name + "-" + method;
-  std::replace_if(file.begin(), file.end(), [](char c) { return !(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_'); }, '_');
+  const auto unsafe = [](char c) {
+    return !(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_');
+  };
+  std::replace_if(file.begin(), file.end(), unsafe, '_');
   const std::string path = dir + "/timeline-" + file + ".csv";
   std::ofstream out(path);
   if (!out) throw InputError("--timeline", "cannot write " + path);
@@ -324,8 +327,9 @@ ResultTable decode_bench_table() {
   return t;
 }
 
-void run_decode_bench(const ExperimentConfig& config, const std::vector<int>& devices, const DecodeBenchOptions& options,
-                      ResultTable& table, const std::function<void()>& on_row, const std::function<bool()>& stop) {
+void run_decode_bench(const ExperimentConfig& config, const std::vector<int>& devices,
+                      const DecodeBenchOptions& options, ResultTable& table, const std::function<void()>& on_row,
+                      const std::function<bool()>& stop) {
   selected_methods(config);  // a bad method list fails before any GPU work
   // Cases grouped by shape (first-appearance order): a group's caches are built once.
   const auto groups = group_cases(config, shape_key);

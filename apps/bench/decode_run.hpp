@@ -28,7 +28,8 @@ struct DecodeBenchOptions {
 
 // Runs the decode cases of `config` (all cases must be decode cases), sharded over `devices` by
 // shape (one thread per device). `on_row` follows every finished row; stops early when `stop()`.
-void run_decode_bench(const ExperimentConfig& config, const std::vector<int>& devices, const DecodeBenchOptions& options,
-                      ResultTable& table, const std::function<void()>& on_row, const std::function<bool()>& stop);
+void run_decode_bench(const ExperimentConfig& config, const std::vector<int>& devices,
+                      const DecodeBenchOptions& options, ResultTable& table, const std::function<void()>& on_row,
+                      const std::function<bool()>& stop);
 
 }  // namespace tilemix::app

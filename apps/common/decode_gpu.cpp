@@ -275,7 +275,8 @@ std::vector<std::vector<uint64_t>> DecodeGpu::timeline(const std::function<void(
     throw;
   }
   timeline_ = nullptr;
-  const std::vector<uint64_t> flat = gpu::to_host<uint64_t>(rows, static_cast<size_t>(ctas) * gpu::kDecodeTimelineSlots);
+  const std::vector<uint64_t> flat =
+      gpu::to_host<uint64_t>(rows, static_cast<size_t>(ctas) * gpu::kDecodeTimelineSlots);
   std::vector<std::vector<uint64_t>> out;
   out.reserve(static_cast<size_t>(ctas));
   for (int64_t i = 0; i < ctas; ++i) {
