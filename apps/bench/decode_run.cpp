@@ -4,18 +4,18 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "apps/bench/sweep.hpp"
 #include "apps/common/decode_gpu.hpp"
+#include "apps/common/prepared_case.hpp"
 #include "core/decode/decode_case.hpp"
 #include "core/error.hpp"
 #include "core/inputs/inputs.hpp"
 #include "core/problem.hpp"
+#include "core/report/table.hpp"
 #include "tilemix/decode.hpp"
 #include "tilemix/device_buffer.hpp"
 #include "tilemix/gpu.hpp"
@@ -139,29 +139,22 @@ std::vector<std::string> selected_methods(const ExperimentConfig& config) {
 // One call's per-CTA timeline as CSV: times in microseconds after the first CTA's start.
 void write_timeline(const std::string& dir, const std::string& case_name, const std::string& method,
                     const std::string& routes, double median_ms, const std::vector<std::vector<uint64_t>>& rows) {
-  std::string file = case_name + "-" + method;
-  const auto unsafe = [](char c) {
-    return !(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_');
-  };
-  std::replace_if(file.begin(), file.end(), unsafe, '_');
-  const std::string path = dir + "/timeline-" + file + ".csv";
-  std::ofstream out(path);
-  if (!out) throw InputError("--timeline", "cannot write " + path);
   uint64_t t0 = ~0ull;
   for (const auto& r : rows) {
     if (r[gpu::kTimelineStart] != 0) t0 = std::min(t0, r[gpu::kTimelineStart]);
   }
   const auto us = [&](uint64_t t) { return t == 0 ? std::string("") : fmt::format("{:.3f}", (t - t0) * 1e-3); };
-  out << fmt::format("# case {}, method {}{}, timed median {:.4f} ms\n", case_name, method,
-                     routes.empty() ? "" : ", routes " + routes, median_ms);
-  out << "cta,sm,start_us,loop_start_us,loop_end_us,end_us,tiles,fp16_tiles,sequence,split,kv_head\n";
+  std::string csv = fmt::format("# case {}, method {}{}, timed median {:.4f} ms\n", case_name, method,
+                                routes.empty() ? "" : ", routes " + routes, median_ms);
+  csv += "cta,sm,start_us,loop_start_us,loop_end_us,end_us,tiles,fp16_tiles,sequence,split,kv_head\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
-    out << fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", i, r[gpu::kTimelineSm], us(r[gpu::kTimelineStart]),
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", i, r[gpu::kTimelineSm], us(r[gpu::kTimelineStart]),
                        us(r[gpu::kTimelineLoopStart]), us(r[gpu::kTimelineLoopEnd]), us(r[gpu::kTimelineEnd]),
                        r[gpu::kTimelineTiles], r[gpu::kTimelineFp16Tiles], r[gpu::kTimelineSequence],
                        r[gpu::kTimelineSplit], r[gpu::kTimelineKvHead]);
   }
+  write_text_file(dir + "/timeline-" + file_stem(case_name + "-" + method) + ".csv", csv);
 }
 
 void run_groups(const ExperimentConfig& config, const std::vector<const CaseGroup*>& groups,

@@ -7,7 +7,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <csignal>
-#include <filesystem>
 #include <fmt/core.h>
 
 #include "apps/bench/cpu_run.hpp"
@@ -159,7 +158,6 @@ int main(int argc, char** argv) {
     if (!timeline_dir.empty() && !(decode && where.gpu)) {
       throw InputError("--timeline", "records the GPU decode kernels: use it with decode cases on a GPU");
     }
-    if (!timeline_dir.empty()) std::filesystem::create_directories(timeline_dir);
     ResultTable table;
     if (model) {
       if (deviation || reference) throw InputError("--deviation/--reference", "are prefill options");

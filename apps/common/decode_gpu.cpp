@@ -260,11 +260,10 @@ void DecodeGpu::launch(CacheKind kind) {
 }
 
 std::vector<std::vector<uint64_t>> DecodeGpu::timeline(const std::function<void()>& launch) {
-  const int64_t ctas = static_cast<int64_t>(splits_.total_splits()) * shape_.hk *
-                       decode_head_chunks(shape_.hq, shape_.hk, shape_.max_new_tokens());
   gpu::DeviceBuffer rows(gpu::decode_timeline_bytes(shape_.hq, shape_.hk, shape_.max_new_tokens(),
                                                     splits_.total_splits()),
                          "decode timeline");
+  const size_t ctas = rows.bytes() / (gpu::kDecodeTimelineSlots * sizeof(uint64_t));
   rows.fill(0);
   timeline_ = rows.as<uint64_t>();
   try {
@@ -275,11 +274,10 @@ std::vector<std::vector<uint64_t>> DecodeGpu::timeline(const std::function<void(
     throw;
   }
   timeline_ = nullptr;
-  const std::vector<uint64_t> flat =
-      gpu::to_host<uint64_t>(rows, static_cast<size_t>(ctas) * gpu::kDecodeTimelineSlots);
+  const std::vector<uint64_t> flat = gpu::to_host<uint64_t>(rows, ctas * gpu::kDecodeTimelineSlots);
   std::vector<std::vector<uint64_t>> out;
-  out.reserve(static_cast<size_t>(ctas));
-  for (int64_t i = 0; i < ctas; ++i) {
+  out.reserve(ctas);
+  for (size_t i = 0; i < ctas; ++i) {
     out.emplace_back(flat.begin() + i * gpu::kDecodeTimelineSlots, flat.begin() + (i + 1) * gpu::kDecodeTimelineSlots);
   }
   return out;
