@@ -279,7 +279,6 @@ TEST_CASE("decode timelines hold one row per CTA of the call", "[gpu][decode]") 
     const PreparedDecode pd = prepare(shape, LayoutKind::band, 0.5, InputKind::gaussian, 29);
     const DecodeSplitPlan splits = fixed_decode_split_plan(shape, 7);
     DecodeGpu gpu(pd, splits);
-    const std::vector<int> groups = pd.plan.groups();
     for (CacheKind kind : {CacheKind::int8, CacheKind::fp16}) {
       INFO("new tokens " << n << ", " << (kind == CacheKind::int8 ? "int8" : "fp16") << " cache");
       const auto rows = gpu.timeline([&] { gpu.launch(kind); });
