@@ -1,0 +1,165 @@
+// What runs beside a warpgroup MMA on one multiprocessor (docs/perf-notes.md, "What a wgmma
+// shares the SM with"). One MMA group = 8 x wgmma.m64n64k16 FP16 -> FP32 from shared memory, the
+// decode kernel's Q K^T of one 64-key tile; every group accumulates into the previous result
+// (a group that starts with scale-d = 0 ran faster than the tensor cores' peak here, so it is no
+// measure of the work). Two experiments, clocks per iteration as medians over the CTAs:
+//   own:       one CTA per SM: the MMA group issued, N x 8 FFMA of the same warps, then the wait for
+//              the group; against each alone
+//   neighbour: two CTAs per SM: CTAs 0..131 the MMA group, CTAs 132..263 one kind of CUDA-core
+//              work (FFMA, LOP3 + IADD, MUFU.EX2, HFMA2, LDS, PRMT + IADD); against each alone
+// Build: scripts/microbench.sh; run on an sm_90a GPU with 132 SMs.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "kernels/common/wgmma.cuh"
+
+using namespace tilemix::gpu;
+
+#define CHECK_CUDA(call)                                                                      \
+  do {                                                                                        \
+    const cudaError_t status = (call);                                                        \
+    if (status != cudaSuccess) {                                                              \
+      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(status));             \
+      std::exit(1);                                                                           \
+    }                                                                                         \
+  } while (0)
+
+namespace {
+
+constexpr int kSms = 132, kIters = 1000, kSmemBytes = 100 * 1024;  // 100 KB: at most two CTAs per SM
+
+enum Work { kNone, kFfma, kLop3Iadd, kMufuEx2, kHfma2, kLds, kPrmtIadd };
+
+// Issues the MMA group; the caller waits for it (wgmma_wait_all) after its own work, if any.
+__device__ __forceinline__ void issue_mma_group(float (&acc)[32], uint64_t a_desc, uint64_t b_desc) {
+  wgmma_fence_operands(acc);
+  wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    const uint32_t step = 32 * (k % 4) + (k / 4) * 8192;
+    wgmma_m64n64k16_f16(acc, desc_advance(a_desc, step), desc_advance(b_desc, step), 1);
+  }
+  wgmma_commit();
+}
+
+// `rounds` x 8 independent operations of one kind per thread.
+template <Work kWork>
+__device__ __forceinline__ void cuda_core_work(int rounds, float (&f)[8], uint32_t (&u)[8], const char* smem) {
+  for (int r = 0; r < rounds; ++r) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      if constexpr (kWork == kFfma) f[j] = __fmaf_rn(f[j], 1.0001f, 0.5f);
+      if constexpr (kWork == kLop3Iadd) u[j] = (u[j] ^ (u[j] >> 3)) + 0x9e3779b9u;
+      if constexpr (kWork == kMufuEx2) asm volatile("ex2.approx.ftz.f32 %0, %0;" : "+f"(f[j]));
+      if constexpr (kWork == kHfma2) {
+        __half2 h = *reinterpret_cast<__half2*>(&u[j]);
+        h = __hfma2(h, h, h);
+        u[j] = *reinterpret_cast<uint32_t*>(&h);
+      }
+      if constexpr (kWork == kLds) u[j] += *reinterpret_cast<const uint32_t*>(smem + ((u[j] + threadIdx.x * 4 + r * 512) & 0x3ffc));
+      if constexpr (kWork == kPrmtIadd) u[j] = __byte_perm(u[j], 0x64646464u, 0x7250) + r;
+    }
+  }
+}
+
+// CTAs below `mma_ctas` run the MMA group (then `own_rounds` of FFMA), the others `rounds` of kWork.
+template <Work kWork>
+__global__ void __launch_bounds__(128) probe_kernel(int mma_ctas, int own_rounds, int rounds, long long* cycles, float* sink) {
+  extern __shared__ __align__(1024) char smem_raw[];
+  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  for (int i = threadIdx.x; i < 8192; i += 128) reinterpret_cast<uint32_t*>(smem_raw)[i] = 0x3c003c00u ^ (i & 0xff);
+  __syncthreads();
+  fence_proxy_async_shared();
+  const uint64_t a_desc = sw128_desc(base), b_desc = sw128_desc(base + 16384);
+  float acc[32], f[8];
+  uint32_t u[8];
+  for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
+  for (int j = 0; j < 8; ++j) f[j] = threadIdx.x * 0.001f + j, u[j] = threadIdx.x + j;
+  __syncthreads();
+  const bool mma = static_cast<int>(blockIdx.x) < mma_ctas;
+  const long long start = clock64();
+  for (int it = 0; it < kIters; ++it) {
+    if (mma) {
+      issue_mma_group(acc, a_desc, b_desc);
+      cuda_core_work<kFfma>(own_rounds, f, u, smem_raw);  // while the group runs
+      wgmma_wait_all();
+      wgmma_fence_operands(acc);
+    } else {
+      cuda_core_work<kWork>(rounds, f, u, smem_raw);
+    }
+  }
+  const long long end = clock64();
+  if (threadIdx.x == 0) cycles[blockIdx.x] = end - start;
+  float total = 0.0f;
+  for (int i = 0; i < 32; ++i) total += acc[i];
+  for (int j = 0; j < 8; ++j) total += f[j] + static_cast<float>(u[j]);
+  sink[blockIdx.x * 128 + threadIdx.x] = total;
+}
+
+struct Probe {
+  long long* cycles;
+  float* sink;
+};
+
+// Median clocks per iteration of CTAs [first, last) after a launch of `ctas` CTAs.
+template <Work kWork>
+std::vector<double> launch(const Probe& pr, int ctas, int mma_ctas, int own_rounds, int rounds) {
+  CHECK_CUDA(cudaFuncSetAttribute(probe_kernel<kWork>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  probe_kernel<kWork><<<ctas, 128, kSmemBytes>>>(mma_ctas, own_rounds, rounds, pr.cycles, pr.sink);
+  CHECK_CUDA(cudaGetLastError());
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<long long> c(ctas);
+  CHECK_CUDA(cudaMemcpy(c.data(), pr.cycles, sizeof(long long) * ctas, cudaMemcpyDeviceToHost));
+  const auto median = [&](int first, int last) {
+    std::vector<long long> v(c.begin() + first, c.begin() + last);
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : static_cast<double>(v[v.size() / 2]) / kIters;
+  };
+  return {median(0, std::min(mma_ctas, ctas)), median(std::min(mma_ctas, ctas), ctas)};
+}
+
+template <Work kWork>
+void neighbour_row(const Probe& pr, const char* name, int rounds) {
+  const double mma_alone = launch<kWork>(pr, kSms, kSms, 0, rounds)[0];
+  const double work_alone = launch<kWork>(pr, kSms, 0, 0, rounds)[1];
+  const std::vector<double> both = launch<kWork>(pr, 2 * kSms, kSms, 0, rounds);
+  std::printf("| %s x %d | %.1f | %.1f | %.1f (%+.0f%%) | %.1f (%+.0f%%) |\n", name, 8 * rounds, mma_alone, work_alone, both[0],
+              100.0 * (both[0] / mma_alone - 1.0), both[1], 100.0 * (both[1] / work_alone - 1.0));
+}
+
+}  // namespace
+
+int main() {
+  int sms = 0;
+  CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  if (sms != kSms) std::printf("note: %d SMs; the CTA placement assumes %d\n", sms, kSms);
+  Probe pr{};
+  CHECK_CUDA(cudaMalloc(&pr.cycles, sizeof(long long) * 2 * kSms));
+  CHECK_CUDA(cudaMalloc(&pr.sink, sizeof(float) * 2 * kSms * 128));
+
+  std::printf("## own: FFMA of the warps that issued the MMA group, before they wait for it (one CTA per SM), clocks per iteration\n\n");
+  std::printf("| FFMA per thread | MMA alone | FFMA alone | MMA with FFMA under it | sum of the two |\n| ---: | ---: | ---: | ---: | ---: |\n");
+  for (int rounds : {8, 32, 64}) {
+    const double mma = launch<kNone>(pr, kSms, kSms, 0, 0)[0];
+    const double ffma = launch<kFfma>(pr, kSms, 0, 0, rounds)[1];
+    const double both = launch<kNone>(pr, kSms, kSms, rounds, 0)[0];
+    std::printf("| %d | %.1f | %.1f | %.1f | %.1f |\n", 8 * rounds, mma, ffma, both, mma + ffma);
+  }
+  std::printf("\n## neighbour: an MMA CTA and a CUDA-core CTA on each SM, clocks per iteration\n\n");
+  std::printf("| work per thread | MMA alone | work alone | MMA beside work | work beside MMA |\n| --- | ---: | ---: | ---: | ---: |\n");
+  neighbour_row<kFfma>(pr, "FFMA", 32);
+  neighbour_row<kLop3Iadd>(pr, "LOP3 + IADD", 32);
+  neighbour_row<kMufuEx2>(pr, "MUFU.EX2", 32);
+  neighbour_row<kHfma2>(pr, "HFMA2", 32);
+  neighbour_row<kLds>(pr, "LDS", 32);
+  neighbour_row<kPrmtIadd>(pr, "PRMT + IADD", 32);
+  CHECK_CUDA(cudaFree(pr.cycles));
+  CHECK_CUDA(cudaFree(pr.sink));
+  return 0;
+}
