@@ -7,7 +7,7 @@
 //              the group; against each alone
 //   neighbour: two CTAs per SM: CTAs 0..131 the MMA group, CTAs 132..263 one kind of CUDA-core
 //              work (FFMA, LOP3 + IADD, MUFU.EX2, HFMA2, LDS, PRMT + IADD); against each alone
-// Build: scripts/microbench.sh; run on an sm_90a GPU with 132 SMs.
+// Built with the CUDA build (tools/CMakeLists.txt); scripts/microbench.sh stages it. Run on an sm_90a GPU with 132 SMs.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
