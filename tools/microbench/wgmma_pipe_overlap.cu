@@ -13,21 +13,16 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
+#include <exception>
+#include <string>
 #include <vector>
 
+#include "kernels/common/check.cuh"
 #include "kernels/common/wgmma.cuh"
 
 using namespace tilemix::gpu;
 
-#define CHECK_CUDA(call)                                                                      \
-  do {                                                                                        \
-    const cudaError_t status = (call);                                                        \
-    if (status != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(status));             \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
+#define CHECK_CUDA(call) TILEMIX_CUDA_CHECK(call, "wgmma_pipe_overlap")
 
 namespace {
 
@@ -112,7 +107,7 @@ template <Work kWork>
 std::vector<double> launch(const Probe& pr, int ctas, int mma_ctas, int own_rounds, int rounds) {
   CHECK_CUDA(cudaFuncSetAttribute(probe_kernel<kWork>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   probe_kernel<kWork><<<ctas, 128, kSmemBytes>>>(mma_ctas, own_rounds, rounds, pr.cycles, pr.sink);
-  CHECK_CUDA(cudaGetLastError());
+  TILEMIX_LAUNCH_CHECK("probe_kernel", "ctas=" + std::to_string(ctas));
   CHECK_CUDA(cudaDeviceSynchronize());
   std::vector<long long> c(ctas);
   CHECK_CUDA(cudaMemcpy(c.data(), pr.cycles, sizeof(long long) * ctas, cudaMemcpyDeviceToHost));
@@ -133,9 +128,7 @@ void neighbour_row(const Probe& pr, const char* name, int rounds) {
               100.0 * (both[0] / mma_alone - 1.0), both[1], 100.0 * (both[1] / work_alone - 1.0));
 }
 
-}  // namespace
-
-int main() {
+void run() {
   int sms = 0;
   CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   if (sms != kSms) std::printf("note: %d SMs; the CTA placement assumes %d\n", sms, kSms);
@@ -161,5 +154,16 @@ int main() {
   neighbour_row<kPrmtIadd>(pr, "PRMT + IADD", 32);
   CHECK_CUDA(cudaFree(pr.cycles));
   CHECK_CUDA(cudaFree(pr.sink));
+}
+
+}  // namespace
+
+int main() {
+  try {
+    run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "wgmma_pipe_overlap: %s\n", e.what());
+    return 1;
+  }
   return 0;
 }
