@@ -6,7 +6,8 @@
 //   own:       one CTA per SM: the MMA group issued, N x 8 FFMA of the same warps, then the wait for
 //              the group; against each alone
 //   neighbour: two CTAs per SM: CTAs 0..131 the MMA group, CTAs 132..263 one kind of CUDA-core
-//              work (FFMA, LOP3 + IADD, MUFU.EX2, HFMA2, LDS, PRMT + IADD); against each alone
+//              work (FFMA, LOP3 + IADD, MUFU.EX2, HFMA2, LDS, PRMT + IADD); against each alone; only
+//              SMs that got one CTA of each count
 // Built with the CUDA build (tools/CMakeLists.txt); scripts/microbench.sh stages it. Run on an sm_90a GPU with 132 SMs.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -64,7 +66,8 @@ __device__ __forceinline__ void cuda_core_work(int rounds, float (&f)[8], uint32
 
 // CTAs below `mma_ctas` run the MMA group (then `own_rounds` of FFMA), the others `rounds` of kWork.
 template <Work kWork>
-__global__ void __launch_bounds__(128) probe_kernel(int mma_ctas, int own_rounds, int rounds, long long* cycles, float* sink) {
+__global__ void __launch_bounds__(128) probe_kernel(int mma_ctas, int own_rounds, int rounds, long long* cycles, int* sm_of_cta,
+                                                    float* sink) {
   extern __shared__ __align__(1024) char smem_raw[];
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const uint32_t base = (raw + 1023u) & ~1023u;
@@ -90,7 +93,12 @@ __global__ void __launch_bounds__(128) probe_kernel(int mma_ctas, int own_rounds
     }
   }
   const long long end = clock64();
-  if (threadIdx.x == 0) cycles[blockIdx.x] = end - start;
+  if (threadIdx.x == 0) {
+    cycles[blockIdx.x] = end - start;
+    int sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    sm_of_cta[blockIdx.x] = sm;
+  }
   float total = 0.0f;
   for (int i = 0; i < 32; ++i) total += acc[i];
   for (int j = 0; j < 8; ++j) total += f[j] + static_cast<float>(u[j]);
@@ -99,24 +107,39 @@ __global__ void __launch_bounds__(128) probe_kernel(int mma_ctas, int own_rounds
 
 struct Probe {
   long long* cycles;
+  int* sm_of_cta;
   float* sink;
 };
 
-// Median clocks per iteration of CTAs [first, last) after a launch of `ctas` CTAs.
+// One launch of `ctas` CTAs: median clocks per iteration of the MMA CTAs and of the work CTAs, and
+// the SMs that got one of each.
 template <Work kWork>
 std::vector<double> launch(const Probe& pr, int ctas, int mma_ctas, int own_rounds, int rounds) {
   CHECK_CUDA(cudaFuncSetAttribute(probe_kernel<kWork>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  probe_kernel<kWork><<<ctas, 128, kSmemBytes>>>(mma_ctas, own_rounds, rounds, pr.cycles, pr.sink);
+  probe_kernel<kWork><<<ctas, 128, kSmemBytes>>>(mma_ctas, own_rounds, rounds, pr.cycles, pr.sm_of_cta, pr.sink);
   TILEMIX_LAUNCH_CHECK("probe_kernel", "ctas=" + std::to_string(ctas));
   CHECK_CUDA(cudaDeviceSynchronize());
   std::vector<long long> c(ctas);
+  std::vector<int> sm(ctas);
   CHECK_CUDA(cudaMemcpy(c.data(), pr.cycles, sizeof(long long) * ctas, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(sm.data(), pr.sm_of_cta, sizeof(int) * ctas, cudaMemcpyDeviceToHost));
+  // The neighbour experiment counts only SMs that got one MMA CTA and one work CTA (the block
+  // scheduler does not promise that pairing); SM ids are not dense.
+  std::map<int, std::pair<int, int>> on;  // SM id -> MMA CTAs, work CTAs
+  for (int i = 0; i < ctas; ++i) ++(i < mma_ctas ? on[sm[i]].first : on[sm[i]].second);
+  const bool neighbours = ctas > kSms && mma_ctas < ctas;
+  const auto counted = [&](int i) { return !neighbours || (on[sm[i]].first == 1 && on[sm[i]].second == 1); };
+  int paired = 0;
+  for (const auto& [id, n] : on) paired += n.first == 1 && n.second == 1;
   const auto median = [&](int first, int last) {
-    std::vector<long long> v(c.begin() + first, c.begin() + last);
+    std::vector<long long> v;
+    for (int i = first; i < last; ++i) {
+      if (counted(i)) v.push_back(c[i]);
+    }
     std::sort(v.begin(), v.end());
     return v.empty() ? 0.0 : static_cast<double>(v[v.size() / 2]) / kIters;
   };
-  return {median(0, std::min(mma_ctas, ctas)), median(std::min(mma_ctas, ctas), ctas)};
+  return {median(0, std::min(mma_ctas, ctas)), median(std::min(mma_ctas, ctas), ctas), static_cast<double>(paired)};
 }
 
 template <Work kWork>
@@ -124,8 +147,8 @@ void neighbour_row(const Probe& pr, const char* name, int rounds) {
   const double mma_alone = launch<kWork>(pr, kSms, kSms, 0, rounds)[0];
   const double work_alone = launch<kWork>(pr, kSms, 0, 0, rounds)[1];
   const std::vector<double> both = launch<kWork>(pr, 2 * kSms, kSms, 0, rounds);
-  std::printf("| %s x %d | %.1f | %.1f | %.1f (%+.0f%%) | %.1f (%+.0f%%) |\n", name, 8 * rounds, mma_alone, work_alone, both[0],
-              100.0 * (both[0] / mma_alone - 1.0), both[1], 100.0 * (both[1] / work_alone - 1.0));
+  std::printf("| %s x %d | %.1f | %.1f | %.1f (%+.0f%%) | %.1f (%+.0f%%) | %.0f |\n", name, 8 * rounds, mma_alone, work_alone,
+              both[0], 100.0 * (both[0] / mma_alone - 1.0), both[1], 100.0 * (both[1] / work_alone - 1.0), both[2]);
 }
 
 void run() {
@@ -134,6 +157,7 @@ void run() {
   if (sms != kSms) std::printf("note: %d SMs; the CTA placement assumes %d\n", sms, kSms);
   Probe pr{};
   CHECK_CUDA(cudaMalloc(&pr.cycles, sizeof(long long) * 2 * kSms));
+  CHECK_CUDA(cudaMalloc(&pr.sm_of_cta, sizeof(int) * 2 * kSms));
   CHECK_CUDA(cudaMalloc(&pr.sink, sizeof(float) * 2 * kSms * 128));
 
   std::printf("## own: FFMA of the warps that issued the MMA group, before they wait for it (one CTA per SM), clocks per iteration\n\n");
@@ -145,7 +169,8 @@ void run() {
     std::printf("| %d | %.1f | %.1f | %.1f | %.1f |\n", 8 * rounds, mma, ffma, both, mma + ffma);
   }
   std::printf("\n## neighbour: an MMA CTA and a CUDA-core CTA on each SM, clocks per iteration\n\n");
-  std::printf("| work per thread | MMA alone | work alone | MMA beside work | work beside MMA |\n| --- | ---: | ---: | ---: | ---: |\n");
+  std::printf("| work per thread | MMA alone | work alone | MMA beside work | work beside MMA | SMs counted |\n"
+              "| --- | ---: | ---: | ---: | ---: | ---: |\n");
   neighbour_row<kFfma>(pr, "FFMA", 32);
   neighbour_row<kLop3Iadd>(pr, "LOP3 + IADD", 32);
   neighbour_row<kMufuEx2>(pr, "MUFU.EX2", 32);
@@ -153,6 +178,7 @@ void run() {
   neighbour_row<kLds>(pr, "LDS", 32);
   neighbour_row<kPrmtIadd>(pr, "PRMT + IADD", 32);
   CHECK_CUDA(cudaFree(pr.cycles));
+  CHECK_CUDA(cudaFree(pr.sm_of_cta));
   CHECK_CUDA(cudaFree(pr.sink));
 }
 
