@@ -124,8 +124,8 @@ std::vector<double> launch(const Probe& pr, int ctas, int mma_ctas, int own_roun
   CHECK_CUDA(cudaMemcpy(c.data(), pr.cycles, sizeof(long long) * ctas, cudaMemcpyDeviceToHost));
   CHECK_CUDA(cudaMemcpy(sm.data(), pr.sm_of_cta, sizeof(int) * ctas, cudaMemcpyDeviceToHost));
   // The neighbour experiment counts only SMs that got one MMA CTA and one work CTA (the block
-  // scheduler does not promise that pairing); SM ids are not dense.
-  std::map<int, std::pair<int, int>> on;  // SM id -> MMA CTAs, work CTAs
+  // scheduler does not promise that pairing).
+  std::map<int, std::pair<int, int>> on;  // %smid -> MMA CTAs, work CTAs
   for (int i = 0; i < ctas; ++i) ++(i < mma_ctas ? on[sm[i]].first : on[sm[i]].second);
   const bool neighbours = ctas > kSms && mma_ctas < ctas;
   const auto counted = [&](int i) { return !neighbours || (on[sm[i]].first == 1 && on[sm[i]].second == 1); };
