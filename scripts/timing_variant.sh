@@ -5,21 +5,22 @@
 # The build tree is left as it was. (Compiling an object by hand inside the build tree does not
 # work: ninja finds its dependency record out of date and quietly rebuilds it without the switch.)
 # Usage: scripts/timing_variant.sh NAME "-DSWITCH ..." [SOURCE...]
-#   SOURCE: paths under kernels/ (default: the two sm90 decode kernels). Needs a configured CUDA
-#   build in $BUILD_DIR (default build/).
+#   SOURCE: paths under kernels/ (default: the sm90 decode kernels, decode/decode_kernel_sm90*.cu).
+#   Needs a configured CUDA build in $BUILD_DIR (default build/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 name=${1:?usage: $0 NAME DEFINES [SOURCE...]}
 defines=${2:?usage: $0 NAME DEFINES [SOURCE...]}
 shift 2
 sources=("$@")
-((${#sources[@]})) || sources=(decode/decode_kernel_sm90.cu decode/decode_kernel_sm90_converter.cu)
+if ((${#sources[@]} == 0)); then
+  for path in kernels/decode/decode_kernel_sm90*.cu; do sources+=("${path#kernels/}"); done
+fi
 build=${BUILD_DIR:-build}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 ninja -C "$build" apps/tilemix-bench >/dev/null
 for src in "${sources[@]}"; do
-  [[ -f kernels/$src ]] || continue
   cmd=$(ninja -C "$build" -t commands kernels/libtilemix_kernels.a | grep -F "/kernels/$src -o" | head -1)
   [[ -n $cmd ]] || { echo "no compile command for kernels/$src" >&2; exit 1; }
   object="$work/$(basename "$src").o"  # the archive member's name
