@@ -128,6 +128,12 @@ __device__ __forceinline__ void load_a_fragments(uint32_t (&frag)[kSteps][4], ui
   }
 }
 
+// log2 of a V block scale, for p * v_scale = exp2(s - ref + log2 v_scale). Scales below 2^-64
+// are raised to it: every p * v_scale (p <= 2^6 with the lazy reference) is then below FP16's
+// smallest subnormal and rounds to 0 either way, and what the flush of exp2 drops from l
+// (p < 2^-62) is below FP32's resolution of a sum that holds the row's largest p >= 2^-6.
+__device__ __forceinline__ float v_scale_exponent(float v_scale) { return __log2f(fmaxf(v_scale, 0x1p-64f)); }
+
 template <DecodeRoutes kRoutes>
 __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
     decode_wgmma_kernel(const __grid_constant__ DecodeKernelParams p) {
@@ -271,7 +277,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
       // overwrites the stage and stored under Q K^T. One barrier before P V covers both. The
       // all-FP16 instance converts V before Q K^T and reissues the stage then.
       constexpr bool kVWrittenEarly = kQInRegisters && !kInt8Route;
-      float x[32], f[2], v_scale;
+      float x[32], f[2], log2_v_scale;
       uint4 v_codes[kCodeItems];
       if constexpr (kInt8Route) {
         int acc[32];
@@ -296,7 +302,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
         store_half_items(smem + Smem::kV16, tid, v_codes);
         // The stage's scales too are read before the barrier that lets the next tile into it.
         f[0] = f[1] = nonzero_factor(__fmul_rn(scales[0], p.scale_log2));
-        v_scale = scales[1];
+        log2_v_scale = v_scale_exponent(scales[1]);
         fence_proxy_async_shared();
         __syncthreads();
         if (t + kStages < blk.tile_end) issue(stage);
@@ -347,19 +353,25 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
         x_max[0] = fmaxf(x_max[0], other[0]);
         x_max[1] = fmaxf(x_max[1], other[1]);
       }
-      float alpha[2], neg_ref[2];
+      // The V block scale enters the exponent: x becomes p * v_scale, the P V operand before its
+      // FP16 rounding, with no multiply per score; the row sums take 1 / v_scale back per tile.
+      if constexpr (!kVWrittenEarly) log2_v_scale = v_scale_exponent(scales[1]);
+      float alpha[2], exponent_shift[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        neg_ref[h] = -move_reference(row_max[h], __fmul_rn(x_max[h], f[h]), alpha[h]);
+        const float ref = move_reference(row_max[h], __fmul_rn(x_max[h], f[h]), alpha[h]);
+        exponent_shift[h] = __fsub_rn(log2_v_scale, ref);
       }
 #pragma unroll
-      for (int i = 0; i < 32; ++i) x[i] = exp2_approx(__fmaf_rn(x[i], f[(i >> 1) & 1], neg_ref[(i >> 1) & 1]));
+      for (int i = 0; i < 32; ++i) {
+        x[i] = exp2_approx(__fmaf_rn(x[i], f[(i >> 1) & 1], exponent_shift[(i >> 1) & 1]));
+      }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         float sum = 0.0f;
 #pragma unroll
         for (int j = 0; j < 8; ++j) sum = __fadd_rn(__fadd_rn(sum, x[4 * j + 2 * h]), x[4 * j + 2 * h + 1]);
-        row_sum[h] = __fadd_rn(__fmul_rn(row_sum[h], alpha[h]), sum);
+        row_sum[h] = __fadd_rn(__fmul_rn(row_sum[h], alpha[h]), __fmul_rn(sum, exp2_approx(-log2_v_scale)));
       }
       // O *= alpha for each half of the warp's rows (rows g and rows g + 8) on its own, skipped
       // where no row of the half moved its reference (alpha = 1 leaves O unchanged): a reference
@@ -378,15 +390,14 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
 
       // O += P V: the k16 step kk covers keys 16 kk .. 16 kk + 15, i.e. score blocks 2 kk and
       // 2 kk + 1, which are exactly the A fragment of that step; V is read MN-major.
-      if constexpr (!kVWrittenEarly) v_scale = scales[1];
       uint32_t a[4][4];
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const float* blk_s = x + 4 * (2 * kk + half);
-          a[kk][2 * half] = pack_half2(__fmul_rn(blk_s[0], v_scale), __fmul_rn(blk_s[1], v_scale));
-          a[kk][2 * half + 1] = pack_half2(__fmul_rn(blk_s[2], v_scale), __fmul_rn(blk_s[3], v_scale));
+          a[kk][2 * half] = pack_half2(blk_s[0], blk_s[1]);
+          a[kk][2 * half + 1] = pack_half2(blk_s[2], blk_s[3]);
         }
       }
       if constexpr (!kVWrittenEarly) {
