@@ -20,8 +20,9 @@
 //      that holds a row, times f; the reference m moves where the maximum passes it by more than
 //      kDecodeRescaleLog2; p = exp2(fma(x, f, -m)); O rescaled, per half of the warp's rows,
 //      where a reference of that half moved;
-//   5. O += P V: P times the V block scale rounded to FP16, straight from the score registers;
-//      under it the tile kStages ahead is issued into the stage this one leaves.
+//   5. O += P V: P times the V block scale (in the exponent of p) rounded to FP16, straight from
+//      the score registers; under it the tile kStages ahead is issued into the stage this one
+//      leaves.
 // The kernel is compiled per DecodeRoutes (what the call's routing words hold). mixed is as
 // above. all_int8 holds Q8 as the score MMA's register A operand (64 KB of shared-memory traffic
 // per tile instead of 72). all_fp16 holds Q so instead, converts K8 and V8 into FP16 buffers of
@@ -127,12 +128,6 @@ __device__ __forceinline__ void load_a_fragments(uint32_t (&frag)[kSteps][4], ui
     ldmatrix_x4(frag[kk], block + sw128_offset(row, 32 * (kk % 4) + 16 * (m >> 1)));
   }
 }
-
-// log2 of a V block scale, for p * v_scale = exp2(s - ref + log2 v_scale). Scales below 2^-64
-// are raised to it: every p * v_scale (p <= 2^6 with the lazy reference) is then below FP16's
-// smallest subnormal and rounds to 0 either way, and what the flush of exp2 drops from l
-// (p < 2^-62) is below FP32's resolution of a sum that holds the row's largest p >= 2^-6.
-__device__ __forceinline__ float v_scale_exponent(float v_scale) { return __log2f(fmaxf(v_scale, 0x1p-64f)); }
 
 template <DecodeRoutes kRoutes>
 __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
