@@ -309,15 +309,14 @@ struct DecodeMath {
     }
   }
 
-  // O^T += V^T P^T for the warp's keys. P (C fragments: keys g and g+8, queries 2t and 2t+1; for
-  // the INT8 cache already times the V block scale) is rounded to FP16 and transposed by
-  // movmatrix into the B fragment (query g, keys 2t, 2t+1 and 2t+8, 2t+9) of one k16 step per key
-  // slice.
+  // O^T += V^T P^T for the warp's keys. P (C fragments: keys g and g+8, queries 2t and 2t+1) is
+  // rounded to FP16 (times the V block scale for the INT8 cache) and transposed by movmatrix into
+  // the B fragment (query g, keys 2t, 2t+1 and 2t+8, 2t+9) of one k16 step per key slice.
   // V8: ldmatrix.trans of 16-bit pairs of codes gives, per register, keys 2t, 2t+1 of channels
   // 2g and 2g+1; bytes {0, 2} and {1, 3} are then A-fragment rows g and g+8, so O^T row g of
   // channel slice c is channel 16c + 2g and row g+8 channel 16c + 2g + 1. FP16 V: the usual
   // ldmatrix.trans, row g = channel 16c + g, row g+8 = 16c + g + 8.
-  __device__ __forceinline__ static void pv(Output& o, const Scores& p, uint32_t v_lane) {
+  __device__ __forceinline__ static void pv(Output& o, const Scores& p, uint32_t v_lane, float v_scale) {
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks) {
       uint32_t b[QF][2];
@@ -325,7 +324,9 @@ struct DecodeMath {
       for (int f = 0; f < QF; ++f) {
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          b[f][half] = movmatrix_trans(pack_half2(p[ks][f][2 * half], p[ks][f][2 * half + 1]));
+          const float p0 = Cfg::kInt8 ? __fmul_rn(p[ks][f][2 * half], v_scale) : p[ks][f][2 * half];
+          const float p1 = Cfg::kInt8 ? __fmul_rn(p[ks][f][2 * half + 1], v_scale) : p[ks][f][2 * half + 1];
+          b[f][half] = movmatrix_trans(pack_half2(p0, p1));
         }
       }
       if constexpr (Cfg::kInt8) {
@@ -585,26 +586,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 
     // Online softmax in the log2 domain, the emulator's rounding points: the reference m moves
     // only when the tile's maximum passes it by more than kDecodeRescaleLog2 (or from -inf), and
-    // p = exp2(fma(x, f, -m)) <= 2^kDecodeRescaleLog2. The INT8 cache's V block scale goes into
-    // the exponent (v_scale_exponent): s then holds p * v_scale, the P V operand.
-    const float log2_v_scale = Cfg::kInt8 ? v_scale_exponent(scales[1]) : 0.0f;
+    // p = exp2(fma(x, f, -m)) <= 2^kDecodeRescaleLog2.
     float alpha[QF][2];
 #pragma unroll
     for (int f = 0; f < QF; ++f) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const float shift = __fsub_rn(log2_v_scale, move_reference(row_max[f][e], tile_max[f][e], alpha[f][e]));
+        const float ref = move_reference(row_max[f][e], tile_max[f][e], alpha[f][e]);
 #pragma unroll
         for (int ks = 0; ks < KS; ++ks) {
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
             float& x = s[ks][f][2 * half + e];
-            x = exp2_approx(__fmaf_rn(x, fac[f][e], shift));
+            x = exp2_approx(__fmaf_rn(x, fac[f][e], -ref));
           }
         }
       }
     }
-    const float inv_v_scale = Cfg::kInt8 ? exp2_approx(-log2_v_scale) : 1.0f;
 #pragma unroll
     for (int f = 0; f < QF; ++f) {
 #pragma unroll
@@ -615,7 +613,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 #pragma unroll
           for (int half = 0; half < 2; ++half) sum = __fadd_rn(sum, s[ks][f][2 * half + e]);
         }
-        if constexpr (Cfg::kInt8) sum = __fmul_rn(sum, inv_v_scale);
         row_sum[f][e] = __fadd_rn(__fmul_rn(row_sum[f][e], alpha[f][e]), sum);
       }
     }
@@ -634,7 +631,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
           for (int e = 0; e < 4; ++e) o[ds][f][e] = __fmul_rn(o[ds][f][e], alpha[f][e & 1]);
     }
 
-    Math::pv(o, s, v_lane + stage_bytes);
+    Math::pv(o, s, v_lane + stage_bytes, Cfg::kInt8 ? scales[1] : 1.0f);
     stage = stage + 1 == kStages ? 0 : stage + 1;
   }
 
