@@ -45,9 +45,10 @@ __device__ __forceinline__ float nonzero_factor(float f) { return f > 0.0f ? f :
 // that exp2(s - ref + log2 v_scale) is the P V operand p * v_scale before its FP16 rounding, with
 // no multiply per score, and the row sums take exp2(-log2 v_scale) back once per tile. (The
 // mma.sync kernel, with few scores per thread and tile at 1 to 4 new tokens, multiplies: decode
-// v53.) Scales below 2^-64 are raised to it: every p * v_scale (p <= 2^6 with the lazy reference) is then below
-// FP16's smallest subnormal and rounds to 0 either way, and what the flush of exp2 drops from l
-// (p < 2^-62) is below FP32's resolution of a sum that holds the row's largest p >= 2^-6.
+// v53.) Scales below 2^-64 are raised to it: every p * v_scale (p <= 2^6 with the lazy
+// reference) is then below FP16's smallest subnormal and rounds to 0 either way, and what the
+// flush of exp2 drops from l (p < 2^-62) is below FP32's resolution of a sum that holds the row's
+// largest p >= 2^-6.
 __device__ __forceinline__ float v_scale_exponent(float v_scale) { return __log2f(fmaxf(v_scale, 0x1p-64f)); }
 
 // 4-byte global -> shared asynchronous copy (the .ca form: 4 bytes may not bypass L1).
