@@ -22,7 +22,7 @@
 //   INT8 cache: O = O * alpha + fp16(p * v_scale[block]) @ float(v8)   (V8 converted on chip, its
 //               block scale folded into P). The wgmma kernel forms p * v_scale as
 //               exp2(fma(x, f, log2 v_scale - ref)) and adds rowsum * exp2(-log2 v_scale) to l:
-//               these values up to the approximate exp2 and log2, within the GPU tests' tolerance
+//               the same values up to the approximate exp2 and log2 (within the GPU tests' tolerance)
 //   FP16 cache: O = O * alpha + fp16(p) @ V
 // Dot products sum in ascending channel / key order in double, rounded once to fp32 (as the
 // prefill emulator does). Partial state of a split: (m_s, l_s, O_s unnormalized).
