@@ -34,6 +34,7 @@
 #include "core/decode/decode_shape.hpp"
 #include "core/decode/kv_cache.hpp"
 #include "core/routing/plan.hpp"
+#include "kernels/decode/plan.hpp"
 
 namespace tilemix {
 

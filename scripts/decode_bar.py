@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reads a tilemix-bench decode sweep (JSON, e.g. results/h200/decode-v9.json) and prints
+"""Reads a tilemix-bench decode sweep (JSON, e.g. results/h200/decode.json) and prints
 1. the rows of the decode bar (cache >= 16k tokens, batch >= 8): % of the copy bandwidth and the
    speedup over the FP16 cache of the same run, each against its bar (75% and 1.7x), and which
    rows miss;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Copies the microbenchmarks of tools/microbench/ (built with the CUDA build, sm_90a, CUDA runtime
 # linked statically) into .device-bin/, the folder that travels to the GPU machine
-# (scripts/device_batch.sh). Each prints markdown; docs/perf-notes.md quotes their H200 runs.
+# (scripts/device_batch.sh). Each prints markdown; docs/perf/decode.md quotes their H200 runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 b=${BUILD_DIR:-build}

@@ -5,7 +5,7 @@
 # The build tree is left as it was. (Compiling an object by hand inside the build tree does not
 # work: ninja finds its dependency record out of date and quietly rebuilds it without the switch.)
 # Usage: scripts/timing_variant.sh NAME "-DSWITCH ..." [SOURCE...]
-#   SOURCE: paths under kernels/ (default: the sm90 decode kernels, decode/decode_kernel_sm90*.cu).
+#   SOURCE: paths under kernels/ (default: the sm90 decode kernels, decode/mainloop_wgmma*.cu).
 #   Needs a configured CUDA build in $BUILD_DIR (default build/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +14,7 @@ defines=${2:?usage: $0 NAME DEFINES [SOURCE...]}
 shift 2
 sources=("$@")
 if ((${#sources[@]} == 0)); then
-  for path in kernels/decode/decode_kernel_sm90*.cu; do sources+=("${path#kernels/}"); done
+  for path in kernels/decode/mainloop_wgmma*.cu; do sources+=("${path#kernels/}"); done
 fi
 build=${BUILD_DIR:-build}
 work=$(mktemp -d)

@@ -177,28 +177,7 @@ std::vector<unsigned> DecodeGpu::arrival_counts() const {
 }
 
 DecodeMainloop DecodeGpu::resolved_mainloop(CacheKind kind) const {
-  const bool int8 = kind == CacheKind::int8;
-  return gpu::decode_resolved_mainloop(int8, shape_.d, shape_.hq, shape_.hk, shape_.max_new_tokens(),
-                                       int8 ? mainloop_ : DecodeMainloop::mma_sync);
-}
-
-DecodeSplitPlan decode_split_plan(const DecodeShape& shape, CacheKind kind, int sm_count, int tiles_per_split,
-                                  DecodeMainloop mainloop, const RoutingPlan* routing) {
-  if (tiles_per_split > 0) return fixed_decode_split_plan(shape, tiles_per_split);
-  const bool int8 = kind == CacheKind::int8;
-  if (!int8) mainloop = DecodeMainloop::mma_sync;
-  DecodeSplitPlan plan = make_decode_split_plan(
-      shape, sm_count, gpu::decode_resident_ctas(int8, shape.d, shape.hq, shape.hk, shape.max_new_tokens(), mainloop));
-  const double fp16_cost =
-      gpu::decode_fp16_tile_cost(int8, shape.d, shape.hq, shape.hk, shape.max_new_tokens(), mainloop);
-  if (routing != nullptr && fp16_cost != 1.0 && plan.total_splits() > shape.batch()) {
-    balance_decode_splits(plan, shape, [&](int b, int64_t tile) {
-      int fp16_heads = 0;
-      for (int h = 0; h < shape.hk; ++h) fp16_heads += routing->int8_route(h, b, 0, static_cast<int>(tile)) ? 0 : 1;
-      return 1.0 + (fp16_cost - 1.0) * fp16_heads / shape.hk;
-    });
-  }
-  return plan;
+  return decode_resolved_mainloop(kind, shape_, kind == CacheKind::int8 ? mainloop_ : DecodeMainloop::mma_sync);
 }
 
 DecodeGpu::DecodeGpu(const PreparedDecode& pd, const DecodeSplitPlan& splits)

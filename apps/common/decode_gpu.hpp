@@ -10,6 +10,7 @@
 #include "core/decode/decode_shape.hpp"
 #include "core/decode/kv_cache.hpp"
 #include "core/routing/plan.hpp"
+#include "kernels/decode/plan.hpp"
 #include "tilemix/decode.hpp"
 #include "tilemix/device_buffer.hpp"
 
@@ -67,15 +68,6 @@ class GpuAppend {
   const void* k_new_;
   const void* v_new_;
 };
-
-// The split plan of `kind`'s decode kernel on a GPU of `sm_count` multiprocessors (the INT8 and
-// FP16 kernels keep different numbers of CTAs resident, so their plans differ). With `routing`
-// (the INT8 cache's plan) the cuts are balanced by the kernel's route costs
-// (gpu::decode_fp16_tile_cost, averaged over the KV heads). `tiles_per_split` > 0 forces that many
-// key tiles per split instead, uniform (a config's tiles_per_split).
-DecodeSplitPlan decode_split_plan(const DecodeShape& shape, CacheKind kind, int sm_count, int tiles_per_split = 0,
-                                  DecodeMainloop mainloop = DecodeMainloop::automatic,
-                                  const RoutingPlan* routing = nullptr);
 
 class DecodeGpu {
  public:

@@ -1,6 +1,6 @@
 #pragma once
 // Inline-PTX wrappers for the sm_80+ warp-level primitives the kernels are built from: tensor-core
-// MMA (fp16 and int8), ldmatrix, and cp.async. Fragment layouts are the PTX ISA's for
+// MMA (fp16 and int8), ldmatrix, movmatrix and cp.async. Fragment layouts are the PTX ISA's for
 // mma.m16n8k16 / m16n8k32: A row-major 16 x K, B column-major K x 8, C/D 16 x 8 with thread t
 // holding rows t/4 and t/4 + 8, columns 2*(t%4) and 2*(t%4) + 1.
 #include <cuda_fp16.h>
@@ -13,6 +13,14 @@ namespace tilemix::gpu {
 __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// Transposes an 8x8 matrix of 16-bit elements held as an m8n8 fragment (thread t: row t/4,
+// columns 2(t%4) and 2(t%4)+1) into the fragment of its transpose.
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
 }
 
 // D = A * B + D, fp16 inputs, fp32 accumulators.
@@ -62,6 +70,11 @@ __device__ __forceinline__ void cp_async_16(uint32_t smem_addr, const void* gmem
   const int src_bytes = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gmem), "r"(src_bytes)
                : "memory");
+}
+
+// 4-byte global -> shared asynchronous copy (the .ca form: 4 bytes may not bypass L1).
+__device__ __forceinline__ void cp_async_4(uint32_t smem_addr, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr), "l"(gmem) : "memory");
 }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }

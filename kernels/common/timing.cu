@@ -22,7 +22,7 @@ struct Event {
 // Reads `words` 16-byte words with every thread of the grid, so that L2 ends up holding clean
 // lines of this buffer only. A memset flush would leave L2 full of dirty lines, and the timed
 // kernel would pay for writing them back: about 50 MB at 4.4 TB/s, 11 us, which was a fifth of
-// a 268 MB decode call (docs/perf-notes.md). The sum is stored only if it is impossible, so the
+// a 268 MB decode call (docs/perf/decode.md). The sum is stored only if it is impossible, so the
 // loads stay.
 __global__ void read_flush_kernel(const uint4* buffer, int64_t words, unsigned* sink) {
   unsigned acc = 0;

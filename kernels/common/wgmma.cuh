@@ -1,6 +1,6 @@
 #pragma once
-// Warpgroup MMA (sm_90a) for the operand layouts the decode kernel uses: A and B K-major in
-// shared memory with the 128-byte swizzle, or A (FP16) in registers and B MN-major in shared
+// Warpgroup MMA (sm_90a) for the operand layouts the wgmma prefill and decode mainloops use: A and
+// B K-major in shared memory with the 128-byte swizzle, or A in registers and B MN-major in shared
 // memory. One warpgroup = 4 warps.
 //
 // K-major, 128-byte swizzle: rows of 128 bytes (64 FP16 or 128 INT8 elements along K), the

@@ -10,7 +10,7 @@
 // runs (before decode v13 the combine began after the decode kernel's end: 44 us at 16k x 64 x 16
 // new tokens). Within one wave, or with one sequence, every row waits for the end of the grid
 // anyway, and the on-chip wait for it (griddepcontrol) measured up to 3% faster there than the
-// counts (docs/perf-notes.md, decode v13).
+// counts (docs/perf/decode.md, decode v13).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -22,10 +22,11 @@
 #include "kernels/common/check.cuh"
 #include "kernels/common/dependent_launch.cuh"
 #include "kernels/common/mma.cuh"
-#include "kernels/decode/decode_params.cuh"
-#include "kernels/decode/fragments.cuh"
+#include "kernels/common/softmax_math.cuh"
+#include "kernels/decode/cta_work.cuh"
+#include "kernels/decode/epilogue.cuh"
 #include "kernels/decode/launch.hpp"
-#include "kernels/prefill/softmax.cuh"
+#include "kernels/decode/params.cuh"
 
 namespace tilemix::gpu {
 namespace {
@@ -40,7 +41,7 @@ constexpr int kCombineUnroll = 8;
 // holds a multiprocessor to 4 CTAs (16 warps): at 16k x 64 x 16 new tokens (32,768 rows) the
 // combine ran 44 us after the decode kernel's end with 3.6 warps per scheduler active. Bounded to
 // six CTAs it fits 80 registers without spills and was 1.6-2.2% faster per call there, but 2-5%
-// slower at batch 1 x 128k (32-512 rows over 49 splits; docs/perf-notes.md, decode v11). So calls
+// slower at batch 1 x 128k (32-512 rows over 49 splits; docs/perf/decode.md, decode v11). So calls
 // with more rows than the unbounded instance holds at once (4 CTAs of kCombineWarps rows per SM)
 // take the bounded one.
 constexpr int kCombineBoundedCtasPerSm = 6;

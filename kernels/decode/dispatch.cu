@@ -9,8 +9,9 @@
 
 #include "core/decode/decode_shape.hpp"
 #include "kernels/common/check.cuh"
-#include "kernels/decode/decode_config.hpp"
-#include "kernels/decode/decode_params.cuh"
+#include "kernels/decode/config.hpp"
+#include "kernels/decode/params.cuh"
+#include "kernels/decode/plan.hpp"
 #include "kernels/decode/launch.hpp"
 #include "tilemix/decode.hpp"
 

@@ -1,5 +1,5 @@
 // Compiled instances: FP16 cache, head dimension 64, every row configuration.
-#include "kernels/decode/decode_kernel.cuh"
+#include "kernels/decode/mainloop_mma_sync.cuh"
 
 namespace tilemix::gpu {
 

@@ -1,5 +1,5 @@
 // Compiled instances: INT8 cache, head dimension 128, every row configuration.
-#include "kernels/decode/decode_kernel.cuh"
+#include "kernels/decode/mainloop_mma_sync.cuh"
 
 namespace tilemix::gpu {
 

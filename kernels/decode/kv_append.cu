@@ -11,7 +11,8 @@
 
 #include "core/decode/kv_cache.hpp"
 #include "kernels/common/check.cuh"
-#include "kernels/decode/decode_params.cuh"
+#include "kernels/common/sequence_lookup.cuh"
+#include "kernels/decode/params.cuh"
 #include "kernels/quant/int8_codes.cuh"
 #include "tilemix/decode.hpp"
 

@@ -3,7 +3,7 @@
 // stream handle; dispatch.cu maps run-time values onto these instances.
 #include <string>
 
-#include "kernels/decode/decode_config.hpp"
+#include "kernels/decode/config.hpp"
 
 namespace tilemix::gpu {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "kernels/common/tile_routes.cuh"
-#include "kernels/decode/decode_params.cuh"
+#include "kernels/decode/params.cuh"
 #include "tilemix/decode.hpp"
 
 namespace tilemix::gpu {

@@ -25,8 +25,8 @@ struct LaunchShape {
 template <int kHeadDim, ScorePaths kPaths, bool kAccumHalf>
 void launch_prefill(const KernelParams& params, const LaunchShape& shape, void* stream, const std::string& context);
 
-// The wgmma (sm_90a) kernel, for d = 128, fp32 P V accumulation, fp16 and routed_quantize_once
-// scores (the sm_80 kernel has no instance of those).
+// The wgmma (sm_90a) kernel, for d = 128 with fp32 P V accumulation, every score path (launch_prefill
+// serves d = 64 and fp16 accumulation).
 template <ScorePaths kPaths>
 void launch_prefill_sm90(const KernelParams& params, const LaunchShape& shape, void* stream, const std::string& context);
 

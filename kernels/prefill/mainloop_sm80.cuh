@@ -5,8 +5,8 @@
 // them. The route of each key tile is one bit of the CTA's word, a uniform branch per tile: the
 // FP16 path and the INT8 path share everything else (mask, softmax, P V).
 //
-// A Hopper-native mainloop (wgmma from shared memory, TMA, producer/consumer warps) replaces this
-// file; params, mask, softmax, accumulator and epilogue keep their interfaces.
+// It serves d = 64 and fp16 P V accumulation (every score path); d = 128 with fp32 accumulation
+// runs on the wgmma mainloop (mainloop_sm90.cuh). dispatch.cu makes the choice.
 #include <cuda_fp16.h>
 
 #include <cstdint>

@@ -8,6 +8,7 @@
 
 #include "core/quant.hpp"
 #include "kernels/common/check.cuh"
+#include "kernels/common/sequence_lookup.cuh"
 #include "kernels/prefill/tile_sizes.hpp"
 #include "kernels/quant/int8_codes.cuh"
 #include "tilemix/attention.hpp"
@@ -32,16 +33,7 @@ __global__ void __launch_bounds__(kQuantThreads)
   const int h = blockIdx.y;
   const int tid = threadIdx.x;
 
-  int lo = 0, hi = batch - 1;  // the last sequence whose first block is <= block
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (block_offset[mid] <= block) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  const int b = lo;
+  const int b = find_sequence(block_offset, batch, block);  // the last sequence whose first block is <= block
   const int64_t token0 = cu_seqlens[b] + (block - block_offset[b]) * kBlk;
   const int rows = static_cast<int>(min(static_cast<int64_t>(kBlk), cu_seqlens[b + 1] - token0));
   const int64_t stride = static_cast<int64_t>(heads) * kDim;

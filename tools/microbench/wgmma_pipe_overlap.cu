@@ -1,4 +1,4 @@
-// What runs beside a warpgroup MMA on one multiprocessor (docs/perf-notes.md, "What a wgmma
+// What runs beside a warpgroup MMA on one multiprocessor (docs/perf/decode.md, "What a wgmma
 // shares the SM with"). An MMA group is the decode kernel's Q K^T of one 64-key tile at d = 128:
 // 8 x wgmma.m64n64k16 FP16 -> FP32 with both operands in shared memory (`f16 ss`) or A in
 // registers (`f16 rs`, as the all-FP16 instance holds Q), or 4 x m64n64k32 INT8 -> INT32 (`s8 ss`).

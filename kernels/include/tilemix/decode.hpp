@@ -2,7 +2,8 @@
 // Plain C++ API of the decode kernels (no CUDA types): appending new tokens to a KV cache, and
 // split-K decode attention over the INT8 cache (routed score paths) or over the FP16 cache (the
 // baseline). Layouts are those of core/decode/kv_cache.hpp and core/decode/decode_shape.hpp;
-// numerics those of reference/decode_emulator.hpp. Pointers are device pointers; `stream` is a
+// numerics those of reference/decode_emulator.hpp; host-side planning (split plan, residency,
+// what the words hold) is kernels/decode/plan.hpp. Pointers are device pointers; `stream` is a
 // cudaStream_t passed as void* (nullptr = default stream). Unsupported values throw
 // std::invalid_argument naming the value; CUDA failures throw CudaError (a std::runtime_error)
 // naming the call and the shape.
@@ -14,7 +15,9 @@
 
 #include "core/decode/decode_shape.hpp"
 #include "core/quant.hpp"
-#include "kernels/decode/decode_config.hpp"
+#include "kernels/decode/choices.hpp"
+#include "kernels/decode/config.hpp"
+#include "kernels/decode/plan.hpp"
 
 namespace tilemix::gpu {
 
@@ -145,31 +148,6 @@ inline size_t decode_timeline_bytes(int hq, int hk, int max_new_tokens, int64_t 
 // decode CTAs of its own sequence (kernels/decode/combine.cu).
 inline size_t decode_arrival_bytes(int batch) {
   return 2 * static_cast<size_t>(batch) * kDecodeArrivalStride * sizeof(unsigned);
-}
-
-// The mainloop a call with this cache and shape runs (`requested` resolved; the dispatch point
-// makes the same choice).
-inline DecodeMainloop decode_resolved_mainloop(bool int8_cache, int d, int hq, int hk, int max_new_tokens,
-                                               DecodeMainloop requested = DecodeMainloop::automatic) {
-  return decode_mainloop(requested, int8_cache ? DecodeCache::int8 : DecodeCache::fp16, d,
-                         decode_cta_rows(hq, hk, max_new_tokens));
-}
-
-// CTAs of the decode kernel for this cache and shape that one multiprocessor keeps resident:
-// with the multiprocessor count, what make_decode_split_plan sizes its waves by.
-inline int decode_resident_ctas(bool int8_cache, int d, int hq, int hk, int max_new_tokens,
-                                DecodeMainloop mainloop = DecodeMainloop::automatic) {
-  const DecodeCache cache = int8_cache ? DecodeCache::int8 : DecodeCache::fp16;
-  return decode_resident_ctas(cache, decode_cta_rows(hq, hk, max_new_tokens),
-                              decode_resolved_mainloop(int8_cache, d, hq, hk, max_new_tokens, mainloop));
-}
-
-// The cost of an FP16-routed key tile relative to an INT8-routed one in the kernel this cache and
-// shape run (1 where the routes cost alike): the split plan balances its cuts by it.
-inline double decode_fp16_tile_cost(bool int8_cache, int d, int hq, int hk, int max_new_tokens,
-                                    DecodeMainloop mainloop = DecodeMainloop::automatic) {
-  return decode_fp16_tile_cost(int8_cache ? DecodeCache::int8 : DecodeCache::fp16,
-                               decode_resolved_mainloop(int8_cache, d, hq, hk, max_new_tokens, mainloop));
 }
 
 // Decode over the INT8 cache (K8/V8 and block scales): per key tile the route picks the INT8
