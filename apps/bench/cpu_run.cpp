@@ -1,12 +1,10 @@
 #include "apps/bench/cpu_run.hpp"
 
-#include <fmt/format.h>
-
 #include <chrono>
 
-#include "apps/common/case_columns.hpp"
 #include "apps/common/prepared_case.hpp"
 #include "apps/common/progress.hpp"
+#include "apps/common/table_columns.hpp"
 #include "core/metrics.hpp"
 #include "reference/emulator.hpp"
 #include "reference/exact.hpp"
@@ -24,27 +22,8 @@ const char* default_bench_config_json() {
 })json";
 }
 
-namespace {
-
-ResultTable make_table() {
-  ResultTable t;
-  t.columns = case_columns();
-  const std::vector<Column> own = {
-      {"cpu_ms", "cpu ms", 4},
-      {"max_abs_vs_ref", "max|d| ref", 3},
-      {"rel_l2_vs_ref", "rel.L2 ref", 3},
-      {"cosine_vs_ref", "cos ref", 7},
-      // Heavy-hitter exposure E^tau (paper G.5) with importance = attention probability P:
-      // the paper's gradient-weighted importance needs a model loss, which a kernel bench has not.
-      {"hh_exposure", "hh INT8 5/10/20/30%"}};
-  t.columns.insert(t.columns.end(), own.begin(), own.end());
-  return t;
-}
-
-}  // namespace
-
 ResultTable run_emulator_bench(const ExperimentConfig& config, const std::string& dump_dir) {
-  ResultTable table = make_table();
+  ResultTable table = emulator_table().empty_table();
   Progress progress(static_cast<int>(config.cases.size()));
   int index = 0;
   for (const CaseSpec& spec : config.cases) {
@@ -58,12 +37,7 @@ ResultTable run_emulator_bench(const ExperimentConfig& config, const std::string
     const HeavyHitterExposure hh = heavy_hitter_exposure(spec.shape, pc.inputs, pc.plan, {0.05, 0.10, 0.20, 0.30});
     if (!dump_dir.empty()) dump_case(dump_dir, pc, emu, ref);
 
-    std::vector<Cell> row = case_cells(spec, pc.plan, "emulator", true);
-    const std::vector<Cell> own = {ms, dev.max_abs, dev.rel_l2, dev.cosine,
-                                   fmt::format("{:.3f} {:.3f} {:.3f} {:.3f}", hh.exposure[0], hh.exposure[1],
-                                               hh.exposure[2], hh.exposure[3])};
-    row.insert(row.end(), own.begin(), own.end());
-    table.add_row(std::move(row));
+    table.add_row(emulator_table().cells({{spec, "emulator", true, &pc.plan}, ms, dev, hh}));
   }
   progress.finish();
   return table;

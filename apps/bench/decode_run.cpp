@@ -6,13 +6,14 @@
 #include <atomic>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "apps/bench/sweep.hpp"
 #include "apps/common/decode_gpu.hpp"
 #include "apps/common/prepared_case.hpp"
+#include "apps/common/table_columns.hpp"
 #include "core/decode/decode_case.hpp"
-#include "core/error.hpp"
 #include "core/inputs/inputs.hpp"
 #include "core/problem.hpp"
 #include "core/report/table.hpp"
@@ -37,10 +38,6 @@ std::string shape_key(const CaseSpec& spec) {
   std::string key = fmt::format("{}/{}/{}/{}|", s.hq, s.hk, s.d, spec.input.seed);
   for (size_t b = 0; b < s.cache_len.size(); ++b) key += fmt::format("{}:{},", s.cache_len[b], s.new_tokens[b]);
   return key;
-}
-
-int64_t uniform_or_minus_one(const std::vector<int64_t>& v) {
-  return std::all_of(v.begin(), v.end(), [&](int64_t x) { return x == v.front(); }) ? v.front() : -1;
 }
 
 double gib(int64_t bytes) { return static_cast<double>(bytes) / double(1ull << 30); }
@@ -121,18 +118,26 @@ struct MethodRun {
   std::string routes;   // INT8 cache: what the routing words hold (picks the wgmma kernel's instance)
 };
 
-// The config's methods that run decode cases (all of them when the config names none).
-std::vector<std::string> selected_methods(const ExperimentConfig& config) {
-  std::vector<std::string> methods;
-  for (const std::string& m : decode_methods()) {
-    if (config.methods.empty() || std::find(config.methods.begin(), config.methods.end(), m) != config.methods.end()) {
-      methods.push_back(m);
-    }
+// The cache a decode method reads.
+CacheKind cache_of(Method m) {
+  switch (m) {
+    case Method::tilemix:
+      return CacheKind::int8;
+    case Method::fp16_cache:
+      return CacheKind::fp16;
+    case Method::flash_fp16:
+    case Method::torch_like:
+    case Method::cudnn_fp16:
+    case Method::cudnn_fp8:
+      break;  // the config reader refuses them for decode cases
   }
-  if (methods.empty()) {
-    throw InputError(config.path.empty() ? "methods" : config.path + ": methods",
-                     "none of the listed methods runs decode cases (decode methods: fp16_cache, tilemix)");
-  }
+  throw std::logic_error(std::string(to_string(m)) + " runs no decode cases");
+}
+
+// The config's methods in the order they run: the baseline first, the base of every speedup.
+std::vector<Method> decode_run_order(const ExperimentConfig& config) {
+  std::vector<Method> methods = methods_to_run(config, CaseKind::decode);
+  std::stable_partition(methods.begin(), methods.end(), [](Method m) { return !is_routed(m); });
   return methods;
 }
 
@@ -160,7 +165,7 @@ void write_timeline(const std::string& dir, const std::string& case_name, const 
 void run_groups(const ExperimentConfig& config, const std::vector<const CaseGroup*>& groups,
                 int device_index, const DecodeBenchOptions& options, std::atomic<int>& cases_done,
                 const RowSink& emit, const std::function<bool()>& stop) {
-  const std::vector<std::string> methods = selected_methods(config);
+  const std::vector<Method> methods = decode_run_order(config);
   gpu::select_device(device_index);
   const gpu::DeviceInfo device = gpu::device_info(device_index);
   const gpu::TimingOptions timing = timing_options(config.timing);
@@ -194,13 +199,14 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
         plan = make_plan(shape.attention_shape(), spec.routing, spec.where);
         problem->decode->set_routing(plan, plan.words);
       }
-      for (const std::string& method : methods) {
+      for (const Method method : methods) {
         if (stop()) return;
-        const bool baseline = method == "fp16_cache";
+        const bool baseline = !is_routed(method);
         // The baseline does not depend on the routing: one row per shape and split plan.
         if (baseline && fp16_run) continue;
-        const CacheKind kind = baseline ? CacheKind::fp16 : CacheKind::int8;
-        fmt::print(stderr, "[{}/{}] gpu {}: {} {}\n", index, config.cases.size(), device_index, spec.name, method);
+        const CacheKind kind = cache_of(method);
+        const char* name = to_string(method);
+        fmt::print(stderr, "[{}/{}] gpu {}: {} {}\n", index, config.cases.size(), device_index, spec.name, name);
         MethodRun run;
         if (problem) {
           DecodeGpu& decode = *problem->decode;
@@ -219,7 +225,7 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
             once.warmup_seconds = 0.0;
             once.min_reps = once.max_reps = 1;
             const auto rows = decode.timeline([&] { gpu::time_launches([&](int) { decode.launch(kind); }, once); });
-            write_timeline(options.timeline_dir, spec.name, method, run.routes, run.decode->median_ms, rows);
+            write_timeline(options.timeline_dir, spec.name, name, run.routes, run.decode->median_ms, rows);
           }
           run.append = gpu::time_launches([&](int) { problem->append_new->launch(kind); }, timing);
           run.resident_bytes = decode.resident_bytes(kind);
@@ -227,7 +233,7 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
           run.bytes_moved = decode.bytes_moved(kind);
           for (const auto& t : {run.decode, run.append}) {
             if (t->throttled) {
-              fmt::print(stderr, "tilemix-bench: warning: {} {}: {}\n", spec.name, method, t->clock_note);
+              fmt::print(stderr, "tilemix-bench: warning: {} {}: {}\n", spec.name, name, t->clock_note);
             }
           }
         } else {
@@ -239,38 +245,19 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
           fp16_combine = spec.decode->combine;
         }
 
-        Cell median, min_ms, max_ms, rel_std, reps, gbps, pct, speedup, append_ms, resident, measured, clock, splits;
-        if (run.decode) {
-          const gpu::TimingResult& t = *run.decode;
-          median = t.median_ms;
-          min_ms = t.min_ms;
-          max_ms = t.max_ms;
-          rel_std = t.rel_std;
-          reps = static_cast<int64_t>(t.ms.size());
-          const double achieved = static_cast<double>(run.bytes_moved) / (t.median_ms * 1e-3) / 1e9;
-          gbps = achieved;
-          pct = 100.0 * achieved / copy_gbps;
-          if (fp16_run && fp16_run->decode) speedup = fp16_run->decode->median_ms / t.median_ms;
-          append_ms = run.append->median_ms;
-          resident = static_cast<double>(run.resident_bytes) / double(1 << 20);
-          measured = static_cast<double>(run.resident_measured) / double(1 << 20);
-          clock = static_cast<int64_t>(t.sm_clock_end_mhz);
-          splits = run.total_splits;
-        }
-        std::string params_text;
-        for (const auto& tpl : plan.templates) {
-          params_text += (params_text.empty() ? "" : "; ") + tpl.params.to_string();
-        }
-        const bool routed = !baseline;
-        emit({spec.name, method, std::string(baseline ? "fp16" : "int8"),
-              routed ? Cell{std::string(to_string(spec.routing.layout))} : Cell{},
-              routed ? Cell{spec.routing.ratio} : Cell{}, routed && problem ? Cell{plan.coverage.groups()} : Cell{},
-              routed && problem ? Cell{params_text} : Cell{}, int64_t{shape.batch()}, int64_t{shape.hq},
-              int64_t{shape.hk}, int64_t{shape.d}, uniform_or_minus_one(shape.cache_len),
-              uniform_or_minus_one(shape.new_tokens), std::string(to_string(run.mainloop)),
-              run.routes.empty() ? Cell{} : Cell{run.routes}, run.combine.empty() ? Cell{} : Cell{run.combine},
-              splits, median, min_ms, max_ms, rel_std, reps, gbps, copy_gbps, pct, speedup, append_ms, resident,
-              measured, clock, int64_t{device_index}, run.status});
+        DecodeGpuRow row{{spec, name, !baseline, problem ? &plan : nullptr},
+                         kind,
+                         to_string(run.mainloop),
+                         run.routes,
+                         run.combine,
+                         run.total_splits,
+                         {timing_of(run.decode), device_index, run.status},
+                         timing_of(run.append),
+                         fp16_run ? timing_of(fp16_run->decode) : nullptr,
+                         run.bytes_moved,
+                         copy_gbps,
+                         {run.resident_bytes, run.resident_measured}};
+        emit(decode_gpu_table().cells(row));
       }
     }
   }
@@ -278,52 +265,11 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
 
 }  // namespace
 
-const std::vector<std::string>& decode_methods() {
-  static const std::vector<std::string> methods = {"fp16_cache", "tilemix"};
-  return methods;
-}
-
-ResultTable decode_bench_table() {
-  ResultTable t;
-  t.columns = {{"case", "case"},
-               {"method", "method"},
-               {"cache_dtype", "cache"},
-               {"layout", "layout"},
-               {"ratio", "ratio", 3},
-               {"coverage", "cov.groups", 3},
-               {"params", "params"},
-               {"batch", "B"},
-               {"hq", "Hq"},
-               {"hk", "Hk"},
-               {"d", "d"},
-               {"cache_len", "L"},
-               {"new_tokens", "new"},
-               {"mainloop", "mainloop"},
-               {"routes", "routes"},
-               {"combine", "combine"},
-               {"splits", "splits"},
-               {"median_ms", "median ms", 4},
-               {"min_ms", "min ms", 4},
-               {"max_ms", "max ms", 4},
-               {"rel_std", "rel.std", 2},
-               {"reps", "reps"},
-               {"gbps", "GB/s", 4},
-               {"copy_gbps", "copy GB/s", 4},
-               {"pct_of_copy", "% copy", 3},
-               {"speedup_vs_fp16_cache", "x fp16 cache", 3},
-               {"append_ms", "append ms", 4},
-               {"resident_mib", "HBM MiB", 4},
-               {"resident_measured_mib", "HBM MiB meas.", 4},
-               {"sm_clock_mhz", "SM MHz"},
-               {"gpu", "gpu"},
-               {"status", "status"}};
-  return t;
-}
+ResultTable decode_bench_table() { return decode_gpu_table().empty_table(); }
 
 void run_decode_bench(const ExperimentConfig& config, const std::vector<int>& devices,
                       const DecodeBenchOptions& options, ResultTable& table, const std::function<void()>& on_row,
                       const std::function<bool()>& stop) {
-  selected_methods(config);  // a bad method list fails before any GPU work
   // Cases grouped by shape (first-appearance order): a group's caches are built once.
   const auto groups = group_cases(config, shape_key);
   std::atomic<int> cases_done{0};

@@ -14,9 +14,6 @@
 
 namespace tilemix::app {
 
-// The decode bench's methods, in the order they run.
-const std::vector<std::string>& decode_methods();
-
 // Empty table with the decode bench's columns.
 ResultTable decode_bench_table();
 

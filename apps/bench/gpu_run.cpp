@@ -7,12 +7,13 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 
 #include "apps/bench/sweep.hpp"
-#include "apps/common/case_columns.hpp"
 #include "apps/common/gpu_problem.hpp"
 #include "apps/common/prepared_case.hpp"
 #include "apps/common/progress.hpp"
+#include "apps/common/table_columns.hpp"
 #include "core/metrics.hpp"
 #include "reference/exact.hpp"
 #include "tilemix/attention.hpp"
@@ -42,28 +43,7 @@ struct MethodRun {
 
 }  // namespace
 
-ResultTable gpu_bench_table() {
-  ResultTable t;
-  t.columns = case_columns();
-  const std::vector<Column> own = {
-               {"median_ms", "median ms", 4},
-               {"min_ms", "min ms", 4},
-               {"max_ms", "max ms", 4},
-               {"rel_std", "rel.std", 2},
-               {"reps", "reps"},
-               {"tops", "TOPS", 4},
-               {"thpt_ktok_s", "K tok/s", 4},
-               {"speedup_vs_flash", "x flash", 3},
-               {"resident_mib", "HBM MiB", 4},
-               {"resident_measured_mib", "HBM MiB meas.", 4},
-               {"rel_l2_vs_flash", "rel.L2 flash", 3},
-               {"rel_l2_vs_ref", "rel.L2 ref", 3},
-               {"sm_clock_mhz", "SM MHz"},
-               {"gpu", "gpu"},
-               {"status", "status"}};
-  t.columns.insert(t.columns.end(), own.begin(), own.end());
-  return t;
-}
+ResultTable gpu_bench_table() { return prefill_gpu_table().empty_table(); }
 
 namespace {
 
@@ -71,8 +51,7 @@ namespace {
 void run_groups(const ExperimentConfig& config, const std::vector<const CaseGroup*>& groups,
                 int device_index, const GpuBenchOptions& options, std::atomic<int>& cases_done,
                 Progress& progress, const RowSink& emit, const std::function<bool()>& stop) {
-  const std::vector<std::string> methods =
-      config.methods.empty() ? std::vector<std::string>{"tilemix", "flash_fp16"} : config.methods;
+  const std::vector<Method> methods = methods_to_run(config, CaseKind::prefill);
   gpu::select_device(device_index);
   const gpu::TimingOptions timing = timing_options(config.timing);
   std::vector<const CaseSpec*> order_of_cases;
@@ -106,100 +85,106 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
     const double ops = attention_ops(spec.shape);
     const double tokens = static_cast<double>(spec.shape.total_q());
 
-    std::map<std::string, MethodRun> runs;
+    std::map<Method, MethodRun> runs;
     // flash_fp16 first: every other method's speedup and deviation are relative to it.
-    std::vector<std::string> order{"flash_fp16"};
-    for (const auto& m : methods) {
-      if (m != "flash_fp16") order.push_back(m);
+    std::vector<Method> order{Method::flash_fp16};
+    for (const Method m : methods) {
+      if (m != Method::flash_fp16) order.push_back(m);
     }
-    for (const std::string& method : order) {
+    for (const Method method : order) {
       if (stop()) return;
       const bool listed = std::find(methods.begin(), methods.end(), method) != methods.end();
-      const bool is_baseline = method != "tilemix";
-      if (method == "flash_fp16" && flash) {
+      const bool is_flash = method == Method::flash_fp16;
+      if (is_flash && flash) {
         runs[method] = *flash;
         continue;
       }
-      const bool print = listed && (!is_baseline || first_of_group);
-      if (!print && method != "flash_fp16") continue;
-      progress.step(index, fmt::format("gpu {}: {} {}", device_index, spec.name, method));
+      // A baseline does not depend on the routing: its row is printed with the group's first case.
+      const bool print = listed && (is_routed(method) || first_of_group);
+      if (!print && !is_flash) continue;
+      const char* name = to_string(method);
+      progress.step(index, fmt::format("gpu {}: {} {}", device_index, spec.name, name));
 
       MethodRun run;
       gpu::PrefillParams params = problem.params(spec.numerics);
       std::function<void()> launch;
       std::unique_ptr<gpu::TorchLikeRunner> torch_like;
       std::unique_ptr<gpu::CudnnAttention> cudnn;
-      try {
+      run.status = run_status([&] {
         // Device memory of one call, as allocated and as measured.
         std::function<int64_t(gpu::MemoryCount)> resident;
-        if (method == "tilemix") {
-          launch = [&] { problem.launch_tilemix(spec.numerics); };
-          resident = [&](gpu::MemoryCount how) { return problem.resident_bytes(true, spec.numerics, how); };
-        } else if (method == "flash_fp16") {
-          launch = [&] { problem.launch_flash(spec.numerics); };
-          resident = [&](gpu::MemoryCount how) { return problem.resident_bytes(false, spec.numerics, how); };
-        } else if (method == "torch_like") {
-          std::string why;
-          if (!gpu::baseline_available(gpu::Baseline::torch_like, spec.shape, &why)) throw std::invalid_argument(why);
-          torch_like = std::make_unique<gpu::TorchLikeRunner>(spec.shape);
-          launch = [&] { torch_like->run(params, nullptr); };
-          resident = [&](gpu::MemoryCount how) {
-            return problem.resident_bytes(false, spec.numerics, how) + static_cast<int64_t>(torch_like->workspace_bytes(how));
-          };
-        } else {
-          const gpu::Baseline b = method == "cudnn_fp16" ? gpu::Baseline::cudnn_fp16 : gpu::Baseline::cudnn_fp8;
+        const auto require_available = [&](gpu::Baseline b) {
           std::string why;
           if (!gpu::baseline_available(b, spec.shape, &why)) throw std::invalid_argument(why);
+        };
+        const auto use_cudnn = [&](gpu::Baseline b) {
+          require_available(b);
           cudnn = std::make_unique<gpu::CudnnAttention>(b, spec.shape);
           cudnn->prepare(params, nullptr);
           launch = [&] { cudnn->run(params, nullptr); };
           resident = [&](gpu::MemoryCount how) {
-            return problem.resident_bytes(false, spec.numerics, how) + static_cast<int64_t>(cudnn->workspace_bytes(how));
+            return problem.resident_bytes(false, spec.numerics, how) +
+                   static_cast<int64_t>(cudnn->workspace_bytes(how));
           };
+        };
+        switch (method) {
+          case Method::tilemix:
+            launch = [&] { problem.launch_tilemix(spec.numerics); };
+            resident = [&](gpu::MemoryCount how) { return problem.resident_bytes(true, spec.numerics, how); };
+            break;
+          case Method::flash_fp16:
+            launch = [&] { problem.launch_flash(spec.numerics); };
+            resident = [&](gpu::MemoryCount how) { return problem.resident_bytes(false, spec.numerics, how); };
+            break;
+          case Method::torch_like:
+            require_available(gpu::Baseline::torch_like);
+            torch_like = std::make_unique<gpu::TorchLikeRunner>(spec.shape);
+            launch = [&] { torch_like->run(params, nullptr); };
+            resident = [&](gpu::MemoryCount how) {
+              return problem.resident_bytes(false, spec.numerics, how) +
+                     static_cast<int64_t>(torch_like->workspace_bytes(how));
+            };
+            break;
+          case Method::cudnn_fp16:
+            use_cudnn(gpu::Baseline::cudnn_fp16);
+            break;
+          case Method::cudnn_fp8:
+            use_cudnn(gpu::Baseline::cudnn_fp8);
+            break;
+          case Method::fp16_cache:  // the config reader refuses it for prefill cases
+            throw std::logic_error(std::string(name) + " runs no prefill cases");
         }
         run.resident_bytes = resident(gpu::MemoryCount::allocated);
         run.resident_measured = resident(gpu::MemoryCount::measured);
         run.timing = gpu::time_launches([&](int) { launch(); }, timing);
         if (run.timing->throttled) {
-          fmt::print(stderr, "tilemix-bench: warning: {} {}: {}\n", spec.name, method, run.timing->clock_note);
+          fmt::print(stderr, "tilemix-bench: warning: {} {}: {}\n", spec.name, name, run.timing->clock_note);
         }
-        if (options.deviation_vs_flash || options.deviation_vs_reference || method == "flash_fp16") {
+        if (options.deviation_vs_flash || options.deviation_vs_reference || is_flash) {
           run.o = problem.fetch().o;
         }
-      } catch (const gpu::OutOfMemory& e) {
-        run.status = fmt::format("OOM ({:.1f} GiB asked)", e.bytes_asked / double(1ull << 30));
-      } catch (const std::invalid_argument& e) {
-        run.status = std::string("unavailable (") + e.what() + ")";
-      }
-      if (method == "flash_fp16") flash = run;
+      });
+      if (is_flash) flash = run;
       runs[method] = std::move(run);
       if (!print) continue;
 
       const MethodRun& r = runs[method];
-      Cell median, min_ms, max_ms, rel_std, reps, tops, thpt, speedup, dev_flash, dev_ref, clock;
+      const MethodRun& flash_run = runs[Method::flash_fp16];
+      std::optional<double> rel_l2_vs_flash, rel_l2_vs_ref;
       if (r.timing) {
-        median = r.timing->median_ms;
-        min_ms = r.timing->min_ms;
-        max_ms = r.timing->max_ms;
-        rel_std = r.timing->rel_std;
-        reps = static_cast<int64_t>(r.timing->ms.size());
-        tops = ops / (r.timing->median_ms * 1e-3) / 1e12;
-        thpt = tokens / (r.timing->median_ms * 1e-3) / 1e3;
-        clock = static_cast<int64_t>(r.timing->sm_clock_end_mhz);
-        const MethodRun& flash = runs["flash_fp16"];
-        if (flash.timing) speedup = flash.timing->median_ms / r.timing->median_ms;
-        if (options.deviation_vs_flash && !flash.o.empty()) {
-          dev_flash = deviation(half_to_double(r.o), half_to_double(flash.o)).rel_l2;
+        if (options.deviation_vs_flash && !flash_run.o.empty()) {
+          rel_l2_vs_flash = deviation(half_to_double(r.o), half_to_double(flash_run.o)).rel_l2;
         }
-        if (reference) dev_ref = deviation(half_to_double(r.o), reference->o).rel_l2;
+        if (reference) rel_l2_vs_ref = deviation(half_to_double(r.o), reference->o).rel_l2;
       }
-      std::vector<Cell> row = case_cells(spec, pc.plan, method, method == "tilemix");
-      const std::vector<Cell> own = {median, min_ms, max_ms, rel_std, reps, tops, thpt, speedup,
-                                     static_cast<double>(r.resident_bytes) / double(1 << 20),
-                                     static_cast<double>(r.resident_measured) / double(1 << 20), dev_flash, dev_ref, clock,
-                                     int64_t{device_index}, r.status};
-      row.insert(row.end(), own.begin(), own.end());
-      emit(std::move(row));
+      emit(prefill_gpu_table().cells({{spec, name, is_routed(method), &pc.plan},
+                                      {timing_of(r.timing), device_index, r.status},
+                                      ops,
+                                      tokens,
+                                      timing_of(flash_run.timing),
+                                      {r.resident_bytes, r.resident_measured},
+                                      rel_l2_vs_flash,
+                                      rel_l2_vs_ref}));
     }
   }
 }

@@ -26,10 +26,26 @@ namespace tilemix::app {
 namespace {
 
 void print_list() {
-  fmt::print("methods:\n");
-  for (const auto& m : known_methods()) fmt::print("  {}\n", m);
-  fmt::print("decode methods (cases with \"kind\": \"decode\"):\n");
-  for (const auto& m : app::decode_methods()) fmt::print("  {}\n", m);
+  fmt::print("methods, by the kind of case they run (* runs when a config lists no methods):\n");
+  for (const CaseKind kind : all_case_kinds()) {
+    const char* name = to_string(kind);
+    switch (kind) {
+      case CaseKind::prefill:
+        fmt::print("  {} cases (the default kind):\n", name);
+        break;
+      case CaseKind::decode:
+        fmt::print("  {} cases (\"kind\": \"{}\"):\n", name, name);
+        break;
+      case CaseKind::model:
+        fmt::print("  {} cases (\"kind\": \"{}\"; the reference model always runs):\n", name, name);
+        break;
+    }
+    const std::vector<Method> defaults = default_methods(kind);
+    for (const Method m : methods_for(kind)) {
+      const bool by_default = std::find(defaults.begin(), defaults.end(), m) != defaults.end();
+      fmt::print("    {:<11} {} {}\n", to_string(m), by_default ? '*' : ' ', method_description(m));
+    }
+  }
   fmt::print("layouts:\n");
   for (LayoutKind k : all_layouts()) fmt::print("  {:<13} {}\n", to_string(k), layout_description(k));
   fmt::print("devices:\n");
@@ -147,14 +163,12 @@ int main(int argc, char** argv) {
       write_text_file(out_path, app::render(table, ext == "md" ? "md" : ext == "csv" ? "csv" : "json", provenance));
     };
 
-    const auto count_of = [&](auto has) { return std::count_if(config.cases.begin(), config.cases.end(), has); };
-    const auto decode_cases = count_of([](const CaseSpec& c) { return c.decode.has_value(); });
-    const auto model_cases = count_of([](const CaseSpec& c) { return c.model.has_value(); });
-    const bool decode = decode_cases > 0, model = model_cases > 0;
-    const auto all = static_cast<std::ptrdiff_t>(config.cases.size());
-    if ((decode && decode_cases != all) || (model && model_cases != all)) {
+    const CaseKind kind = case_kind(config.cases.front());
+    const auto other_kind = [&](const CaseSpec& c) { return case_kind(c) != kind; };
+    if (std::any_of(config.cases.begin(), config.cases.end(), other_kind)) {
       throw InputError(prov.config_path, "mixes case kinds (prefill, decode, model); give each kind its own config");
     }
+    const bool decode = kind == CaseKind::decode, model = kind == CaseKind::model;
     if (!timeline_dir.empty() && !(decode && where.gpu)) {
       throw InputError("--timeline", "records the GPU decode kernels: use it with decode cases on a GPU");
     }

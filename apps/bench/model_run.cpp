@@ -11,9 +11,9 @@
 #include <string>
 
 #include "apps/bench/sweep.hpp"
-#include "apps/common/case_columns.hpp"
 #include "apps/common/gpu_problem.hpp"
 #include "apps/common/progress.hpp"
+#include "apps/common/table_columns.hpp"
 #include "reference/emulator.hpp"
 #include "reference/exact.hpp"
 #include "reference/random_model.hpp"
@@ -57,30 +57,44 @@ RoutingPlan method_plan(const CaseSpec& spec, bool routed, bool gpu) {
   return plan_for(spec, geometry, routed ? spec.routing.layout : LayoutKind::zero);
 }
 
-// One attention of the model: the reference (plan unused), flash_fp16 or tilemix with `plan`.
-ModelAttention attention_for(const CaseSpec& spec, const std::string& method, const RoutingPlan& plan, bool gpu) {
+// The reference model's attention: on the GPU torch_like (one runner, and score workspace, for
+// every layer), on the CPU the exact attention rounded to FP16.
+ModelAttention reference_attention(const CaseSpec& spec, bool gpu) {
   const AttentionShape shape = spec.shape;
   const Numerics numerics = spec.numerics;
-  const bool routed = method == "tilemix";
-  if (gpu) {
-    if (method == "reference") {
-      std::string why;
-      if (!gpu::baseline_available(gpu::Baseline::torch_like, shape, &why)) throw std::invalid_argument(why);
-      // One runner (and score workspace) for every layer of the model.
-      auto runner = std::make_shared<gpu::TorchLikeRunner>(shape);
-      return [shape, numerics, runner](const AttentionInputs& qkv) {
+  if (!gpu) return [shape](const AttentionInputs& qkv) { return exact_attention_fp16(shape, qkv); };
+  std::string why;
+  if (!gpu::baseline_available(gpu::Baseline::torch_like, shape, &why)) throw std::invalid_argument(why);
+  auto runner = std::make_shared<gpu::TorchLikeRunner>(shape);
+  return [shape, numerics, runner](const AttentionInputs& qkv) {
+    GpuProblem problem(shape, qkv);
+    runner->run(problem.params(numerics), nullptr);
+    return problem.fetch().o;
+  };
+}
+
+// `method`'s attention with `plan` (method_plan): its kernel on the GPU, the emulator on the CPU.
+ModelAttention method_attention(const CaseSpec& spec, Method method, const RoutingPlan& plan, bool gpu) {
+  const AttentionShape shape = spec.shape;
+  const Numerics numerics = spec.numerics;
+  switch (method) {
+    case Method::tilemix:
+      if (!gpu) break;
+      return [shape, numerics, plan](const AttentionInputs& qkv) {
         GpuProblem problem(shape, qkv);
-        runner->run(problem.params(numerics), nullptr);
-        return problem.fetch().o;
+        return problem.tilemix(plan, numerics).o;
       };
-    }
-    return [shape, numerics, plan, routed](const AttentionInputs& qkv) {
-      GpuProblem problem(shape, qkv);
-      return routed ? problem.tilemix(plan, numerics).o : problem.flash(numerics).o;
-    };
-  }
-  if (method == "reference") {
-    return [shape](const AttentionInputs& qkv) { return exact_attention_fp16(shape, qkv); };
+    case Method::flash_fp16:
+      if (!gpu) break;
+      return [shape, numerics](const AttentionInputs& qkv) {
+        GpuProblem problem(shape, qkv);
+        return problem.flash(numerics).o;
+      };
+    case Method::torch_like:
+    case Method::cudnn_fp16:
+    case Method::cudnn_fp8:
+    case Method::fp16_cache:  // the config reader refuses them for model cases
+      throw std::logic_error(std::string(to_string(method)) + " runs no model cases");
   }
   return [shape, numerics, plan](const AttentionInputs& qkv) {
     return emulate_attention(shape, qkv, plan, {numerics, KeyOrder::ascending}).o;
@@ -90,6 +104,11 @@ ModelAttention attention_for(const CaseSpec& spec, const std::string& method, co
 struct Logits {
   std::vector<float> values;
   double seconds = 0.0;
+};
+
+struct ModelRun {
+  std::optional<Logits> logits;  // empty when it could not run
+  std::string status;
 };
 
 Logits run_model(const CaseSpec& spec, const RandomModel& model, const std::vector<uint16_t>& input,
@@ -107,28 +126,30 @@ double max_abs(const std::vector<float>& x) {
   return m;
 }
 
+LogitDeviation logit_deviation(const std::vector<float>& logits, const std::vector<float>& reference) {
+  double worst = 0.0, sum = 0.0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(logits[i]) - reference[i]);
+    worst = std::max(worst, d);
+    sum += d;
+  }
+  return {max_abs(reference), worst, sum / static_cast<double>(logits.size())};
+}
+
 }  // namespace
 
-ResultTable model_bench_table() {
-  ResultTable t;
-  t.columns = case_columns();
-  const std::vector<Column> own = {{"layers", "layers"},
-                                   {"vocab", "vocab"},
-                                   {"reference", "reference"},
-                                   {"max_abs_logit_ref", "max|logit| ref", 4},
-                                   {"max_abs_dev", "max|dev|", 3},
-                                   {"mean_abs_dev", "mean|dev|", 3},
-                                   {"seconds", "seconds", 3},
-                                   {"status", "status"}};
-  t.columns.insert(t.columns.end(), own.begin(), own.end());
-  return t;
-}
+ResultTable model_bench_table() { return model_table().empty_table(); }
 
 void run_model_bench(const ExperimentConfig& config, int device, ResultTable& table,
                      const std::function<void()>& on_row, const std::function<bool()>& stop) {
   const bool gpu = device >= 0;
   if (gpu) gpu::select_device(device);
   const std::string reference_name = gpu ? "torch_like" : "exact";
+  // The baselines run once per group (they ignore the routing), the routed method once per case.
+  std::vector<Method> baselines, routed;
+  for (const Method m : methods_to_run(config, CaseKind::model)) (is_routed(m) ? routed : baselines).push_back(m);
+  std::vector<std::string> group_labels{"reference"};
+  for (const Method m : baselines) group_labels.push_back(to_string(m));
   Progress progress(static_cast<int>(config.cases.size()));
   int done = 0;
   for (const CaseGroup& group : group_cases(config, group_key)) {
@@ -137,56 +158,39 @@ void run_model_bench(const ExperimentConfig& config, int device, ResultTable& ta
                                                 first.input.seed);
     const std::vector<uint16_t> input = random_model_input(first.shape, first.input.seed);
     std::optional<Logits> reference;
-    const auto emit = [&](const CaseSpec& spec, const std::string& method, const RoutingPlan* plan,
-                          const std::optional<Logits>& logits, const std::string& status) {
-      std::vector<Cell> row = case_cells(spec, plan ? *plan : RoutingPlan{}, method, plan != nullptr);
-      Cell ref_max, max_dev, mean_dev, seconds;
-      if (logits) seconds = logits->seconds;
-      if (logits && reference) {
-        double worst = 0.0, sum = 0.0;
-        for (size_t i = 0; i < logits->values.size(); ++i) {
-          const double d = std::fabs(static_cast<double>(logits->values[i]) - reference->values[i]);
-          worst = std::max(worst, d);
-          sum += d;
-        }
-        ref_max = max_abs(reference->values);
-        max_dev = worst;
-        mean_dev = sum / static_cast<double>(logits->values.size());
-      }
-      const std::vector<Cell> own = {int64_t{spec.model->layers}, int64_t{spec.model->vocab}, reference_name, ref_max,
-                                     max_dev,                      mean_dev,                   seconds,        status};
-      row.insert(row.end(), own.begin(), own.end());
-      table.rows.push_back(std::move(row));
+    // The model with `attention()`; an unavailable baseline or a full device is the row's status,
+    // any other failure ends the run.
+    const auto attempt = [&](const CaseSpec& spec, const std::function<ModelAttention()>& attention) {
+      ModelRun run;
+      run.status = run_status([&] { run.logits = run_model(spec, model, input, attention()); });
+      return run;
+    };
+    const auto emit = [&](const CaseSpec& spec, const std::string& label, const RoutingPlan* plan,
+                          const ModelRun& run) {
+      ModelRow row{{spec, label, plan != nullptr, plan}, reference_name, std::nullopt, std::nullopt, run.status};
+      if (run.logits) row.seconds = run.logits->seconds;
+      if (run.logits && reference) row.deviation = logit_deviation(run.logits->values, reference->values);
+      table.rows.push_back(model_table().cells(row));
       on_row();
     };
-    // The model with `method`'s attention; an unavailable baseline or a full device is a status,
-    // any other failure ends the run.
-    const auto attempt = [&](const CaseSpec& spec, const std::string& method, const RoutingPlan& plan,
-                             std::string& status) {
-      std::optional<Logits> logits;
-      try {
-        logits = run_model(spec, model, input, attention_for(spec, method, plan, gpu));
-      } catch (const gpu::OutOfMemory& e) {
-        status = fmt::format("OOM ({:.1f} GiB asked)", e.bytes_asked / double(1ull << 30));
-      } catch (const std::invalid_argument& e) {
-        status = std::string("unavailable (") + e.what() + ")";
-      }
-      return logits;
-    };
     if (stop()) return;
-    progress.step(done + 1, fmt::format("{}: {} layers, reference and flash_fp16", first.name, first.model->layers));
-    std::string status = "ok";
-    reference = attempt(first, "reference", RoutingPlan{}, status);
-    emit(first, reference_name, nullptr, reference, status);
-    status = "ok";
-    const RoutingPlan flash_plan = method_plan(first, false, gpu);
-    emit(first, "flash_fp16", nullptr, attempt(first, "flash_fp16", flash_plan, status), status);
+    progress.step(done + 1, fmt::format("{}: {} layers, {}", first.name, first.model->layers,
+                                        fmt::join(group_labels, " and ")));
+    const ModelRun reference_run = attempt(first, [&] { return reference_attention(first, gpu); });
+    reference = reference_run.logits;
+    emit(first, reference_name, nullptr, reference_run);
+    for (const Method m : baselines) {
+      const RoutingPlan plan = method_plan(first, false, gpu);
+      emit(first, to_string(m), nullptr, attempt(first, [&] { return method_attention(first, m, plan, gpu); }));
+    }
     for (const CaseSpec* spec : group) {
       if (stop()) return;
-      progress.step(++done, fmt::format("{}: {} layers, tilemix", spec->name, spec->model->layers));
-      const RoutingPlan plan = method_plan(*spec, true, gpu);
-      status = "ok";
-      emit(*spec, "tilemix", &plan, attempt(*spec, "tilemix", plan, status), status);
+      ++done;
+      for (const Method m : routed) {
+        progress.step(done, fmt::format("{}: {} layers, {}", spec->name, spec->model->layers, to_string(m)));
+        const RoutingPlan plan = method_plan(*spec, true, gpu);
+        emit(*spec, to_string(m), &plan, attempt(*spec, [&] { return method_attention(*spec, m, plan, gpu); }));
+      }
     }
   }
   progress.finish();

@@ -1,9 +1,14 @@
 #include "apps/bench/sweep.hpp"
 
+#include <fmt/format.h>
+
 #include <exception>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
+
+#include "tilemix/baselines.hpp"
 
 namespace tilemix::app {
 
@@ -60,6 +65,17 @@ gpu::TimingOptions timing_options(const TimingSpec& t) {
   o.noise = t.noise;
   o.flush_l2 = t.flush_l2;
   return o;
+}
+
+std::string run_status(const std::function<void()>& run) {
+  try {
+    run();
+  } catch (const gpu::OutOfMemory& e) {
+    return fmt::format("OOM ({:.1f} GiB asked)", e.bytes_asked / double(1ull << 30));
+  } catch (const std::invalid_argument& e) {
+    return std::string("unavailable (") + e.what() + ")";
+  }
+  return "ok";
 }
 
 }  // namespace tilemix::app

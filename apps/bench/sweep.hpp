@@ -30,4 +30,9 @@ void shard_over_devices(
 
 gpu::TimingOptions timing_options(const TimingSpec& timing);
 
+// Runs one method of a row: "ok", or the row's status when the device had no room for it
+// ("OOM (N GiB asked)") or the method cannot run the case ("unavailable (why)"). Any other
+// failure propagates and ends the sweep.
+std::string run_status(const std::function<void()>& run);
+
 }  // namespace tilemix::app

@@ -9,6 +9,7 @@
 #include "apps/common/decode_gpu.hpp"
 #include "apps/common/gpu_problem.hpp"
 #include "apps/common/prepared_case.hpp"
+#include "apps/common/table_columns.hpp"
 #include "core/error.hpp"
 #include "core/metrics.hpp"
 #include "reference/emulator.hpp"
@@ -17,39 +18,20 @@
 #include "tilemix/gpu.hpp"
 
 namespace tilemix::app {
-namespace {
-
-ResultTable make_table() {
-  ResultTable t;
-  t.columns = {{"case", "case"},
-               {"layout", "layout"},
-               {"ratio", "ratio", 3},
-               {"coverage_groups", "cov.groups", 3},
-               {"coverage_tiles", "cov.tiles", 3},
-               {"coverage_cells", "cov.cells", 3},
-               {"shape", "shape"},
-               {"input", "input"},
-               {"state", "state"},
-               {"accum", "accum"},
-               {"mode", "mode"},
-               {"compare", "compare"},
-               {"max_abs", "max|d|", 3},
-               {"mean_abs", "mean|d|", 3},
-               {"rel_l2", "rel.L2", 3},
-               {"cosine", "cosine", 7},
-               {"nonfinite", "nan/inf"},
-               {"status", "status"},
-               {"why", "why"}};
-  return t;
-}
-
-}  // namespace
 
 const Tolerance& require_tolerance(const CaseSpec& spec, const Tolerance& t, const char* name) {
   if (t.empty()) {
     throw InputError(spec.where + ".tolerance." + name, "is required to check this case (set it in the case or defaults)");
   }
   return t;
+}
+
+void add_check_row(ResultTable& table, const CheckedCase& checked, const std::string& compare, const Deviation& dev,
+                   const Tolerance& tol, bool& ok) {
+  std::string why;
+  const bool pass = within(dev, tol, &why);
+  ok = ok && pass;
+  table.add_row(check_table().cells({checked, compare, dev, pass, why}));
 }
 
 void draw_fresh_input_seeds(ExperimentConfig& config) {
@@ -73,28 +55,22 @@ void check_prefill_case(const CaseSpec& spec, const DeviceChoice& device, Result
   const EmulatorResult emu = emulate_attention(spec.shape, pc.inputs, pc.plan, {spec.numerics, KeyOrder::ascending});
   const std::vector<double> emu_o = half_to_double(emu.o);
 
-  const auto add_row = [&](const char* compare, const Deviation& dev, const Tolerance& tol) {
-    std::string why;
-    const bool row_ok = within(dev, tol, &why);
-    ok = ok && row_ok;
-    const Coverage& cov = pc.plan.coverage;
-    table.add_row({spec.name, std::string(to_string(spec.routing.layout)), spec.routing.ratio, cov.groups(),
-                   cov.tiles(), cov.cells(), shape_summary(spec.shape),
-                   fmt::format("{} {}", to_string(spec.input.kind), spec.input.seed),
-                   std::string(to_string(spec.numerics.state)), std::string(to_string(spec.numerics.accum)),
-                   std::string(to_string(spec.numerics.mode)), std::string(compare), dev.max_abs, dev.mean_abs,
-                   dev.rel_l2, dev.cosine, dev.nonfinite, std::string(row_ok ? "pass" : "FAIL"), why});
-  };
-  add_row("emulator~reference", deviation(emu_o, ref.o),
-          require_tolerance(spec, spec.tolerance.emulator_vs_reference, "emulator_vs_reference"));
+  const CheckedCase checked{spec,
+                            pc.plan.coverage,
+                            shape_summary(spec.shape),
+                            to_string(spec.numerics.state),
+                            to_string(spec.numerics.accum),
+                            to_string(spec.numerics.mode)};
+  add_check_row(table, checked, "emulator~reference", deviation(emu_o, ref.o),
+                require_tolerance(spec, spec.tolerance.emulator_vs_reference, "emulator_vs_reference"), ok);
   if (device.gpu) {
     // Outputs are poisoned (NaN) before the launch: an element the kernel misses fails the row.
     GpuProblem gpu_problem(spec.shape, pc.inputs);
     const std::vector<double> gpu_o = half_to_double(gpu_problem.tilemix(pc.plan, spec.numerics).o);
-    add_row("gpu~emulator", deviation(gpu_o, emu_o),
-            require_tolerance(spec, spec.tolerance.gpu_vs_emulator, "gpu_vs_emulator"));
-    add_row("gpu~reference", deviation(gpu_o, ref.o),
-            require_tolerance(spec, spec.tolerance.gpu_vs_reference, "gpu_vs_reference"));
+    add_check_row(table, checked, "gpu~emulator", deviation(gpu_o, emu_o),
+                  require_tolerance(spec, spec.tolerance.gpu_vs_emulator, "gpu_vs_emulator"), ok);
+    add_check_row(table, checked, "gpu~reference", deviation(gpu_o, ref.o),
+                  require_tolerance(spec, spec.tolerance.gpu_vs_reference, "gpu_vs_reference"), ok);
   }
 }
 
@@ -102,7 +78,7 @@ void check_prefill_case(const CaseSpec& spec, const DeviceChoice& device, Result
 
 CheckRun run_checks(const ExperimentConfig& config, const DeviceChoice& device, const std::string& filter) {
   CheckRun run;
-  run.table = make_table();
+  run.table = check_table().empty_table();
   run.device = device_provenance(device);
   if (device.gpu) gpu::select_device(device.index);
   for (const CaseSpec& spec : config.cases) {

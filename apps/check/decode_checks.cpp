@@ -29,16 +29,14 @@ std::string decode_shape_summary(const DecodeShape& s, const DecodeSplitPlan& sp
 
 void add_decode_row(ResultTable& table, const CaseSpec& spec, const DecodeCheck& check, const std::string& compare,
                     const Deviation& dev, const Tolerance& tol, bool& ok) {
-  std::string why;
-  const bool row_ok = within(dev, tol, &why);
-  ok = ok && row_ok;
-  const Coverage& cov = check.prepared.plan.coverage;
   // Decode keeps fp32 softmax state and fp32 PV accumulation.
-  table.add_row({spec.name, std::string(to_string(spec.routing.layout)), spec.routing.ratio, cov.groups(), cov.tiles(),
-                 cov.cells(), decode_shape_summary(check.prepared.shape, check.splits, check.sm_count),
-                 fmt::format("{} {}", to_string(spec.input.kind), spec.input.seed), std::string("fp32"),
-                 std::string("fp32"), std::string("decode-") + to_string(spec.decode->cache), compare, dev.max_abs,
-                 dev.mean_abs, dev.rel_l2, dev.cosine, dev.nonfinite, std::string(row_ok ? "pass" : "FAIL"), why});
+  const CheckedCase checked{spec,
+                            check.prepared.plan.coverage,
+                            decode_shape_summary(check.prepared.shape, check.splits, check.sm_count),
+                            "fp32",
+                            "fp32",
+                            std::string("decode-") + to_string(spec.decode->cache)};
+  add_check_row(table, checked, compare, dev, tol, ok);
 }
 
 DecodeCheck run_decode_check(const CaseSpec& spec, int sm_count, ResultTable& table, bool& ok) {

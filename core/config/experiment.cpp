@@ -453,14 +453,16 @@ CaseSpec read_case(const json& merged, const Origins& origins, const Context& ct
   apply_origins(r, merged, origins, "");
 
   spec.name = r.string("name").value_or("");
-  const std::string kind = r.choice("kind", {"prefill", "decode", "model"}).value_or("prefill");
-  const bool decode = kind == "decode";
+  std::vector<std::string> kinds;
+  for (CaseKind k : all_case_kinds()) kinds.push_back(to_string(k));
+  const CaseKind kind = *parse_case_kind(r.choice("kind", kinds).value_or(to_string(CaseKind::prefill)));
+  const bool decode = kind == CaseKind::decode;
   if (decode) {
     reject_keys(r, merged, kPrefillOnlyKeys, "is a prefill key; this case has \"kind\": \"decode\"");
   } else {
     reject_keys(r, merged, kDecodeOnlyKeys, "is only used in decode cases (\"kind\": \"decode\")");
   }
-  if (kind != "model") {
+  if (kind != CaseKind::model) {
     reject_keys(r, merged, kModelOnlyKeys, "is only used in model cases (\"kind\": \"model\")");
   }
   AttentionShape& shape = spec.shape;
@@ -575,7 +577,7 @@ CaseSpec read_case(const json& merged, const Origins& origins, const Context& ct
     nu.accum = read_enum<AccumPrecision>(r, "accum", {{"fp32", AccumPrecision::fp32}, {"fp16", AccumPrecision::fp16}},
                                          nu.accum);
   }
-  if (kind == "model") {
+  if (kind == CaseKind::model) {
     ModelCaseSpec& mc = spec.model.emplace();
     mc.layers = int_in(r, "layers", 1, kMaxModelLayers).value_or(mc.layers);
     mc.vocab = int_in(r, "vocab", 1, kMaxModelVocab).value_or(mc.vocab);
@@ -601,6 +603,26 @@ CaseSpec read_case(const json& merged, const Origins& origins, const Context& ct
 }
 
 // ---- The whole file ----
+
+// A listed method must run the case: a method of another kind would time some other kernel
+// under its name.
+void check_methods_run(const std::vector<Method>& methods, const std::vector<std::string>& wheres,
+                       const CaseSpec& spec, const std::string& case_path) {
+  const CaseKind kind = case_kind(spec);
+  for (size_t i = 0; i < methods.size(); ++i) {
+    if (runs(methods[i], kind)) continue;
+    std::vector<std::string> kinds;
+    for (CaseKind k : case_kinds(methods[i])) kinds.push_back(to_string(k));
+    std::string kinds_text = kinds.back();
+    if (kinds.size() > 1) {
+      kinds.pop_back();
+      kinds_text = join(kinds) + " and " + kinds_text;
+    }
+    throw InputError(wheres[i], std::string("method '") + to_string(methods[i]) + "' runs " + kinds_text +
+                                    " cases only; case '" + spec.name + "' (" + case_path + ") is a " +
+                                    to_string(kind) + " case");
+  }
+}
 
 struct Axis {
   std::string key;
@@ -700,18 +722,23 @@ ExperimentConfig parse_impl(json j, const std::vector<std::string>& axis_order, 
     case_layers.emplace_back(json::object(), "$.defaults");
   }
   if (r.has("axes")) r.raw("axes");  // read above, in file order
+  std::vector<std::string> method_wheres;  // "$.methods[i]" of cfg.methods[i]
   if (r.has("methods")) {
     const json& methods = r.raw("methods");
     if (!methods.is_array()) json_type_error(r.where("methods"), "array of method names", methods);
+    std::vector<std::string> names;
+    for (Method m : all_methods()) names.push_back(to_string(m));
     for (size_t i = 0; i < methods.size(); ++i) {
       const std::string where = r.where("methods") + "[" + std::to_string(i) + "]";
       if (!methods[i].is_string()) json_type_error(where, "string", methods[i]);
-      const std::string m = methods[i].get<std::string>();
-      if (!contains(known_methods(), m)) {
-        throw InputError(where, "unknown method '" + m + "' (expected one of: " + join(known_methods()) + ")");
+      const std::string name = methods[i].get<std::string>();
+      const std::optional<Method> m = parse_method(name);
+      if (!m) throw InputError(where, "unknown method '" + name + "' (expected one of: " + join(names) + ")");
+      if (std::find(cfg.methods.begin(), cfg.methods.end(), *m) != cfg.methods.end()) {
+        throw InputError(where, "method '" + name + "' is listed twice");
       }
-      if (contains(cfg.methods, m)) throw InputError(where, "method '" + m + "' is listed twice");
-      cfg.methods.push_back(m);
+      cfg.methods.push_back(*m);
+      method_wheres.push_back(where);
     }
   }
   if (auto tr = r.object("timing")) {
@@ -763,6 +790,7 @@ ExperimentConfig parse_impl(json j, const std::vector<std::string>& axis_order, 
         throw InputError(spec.where, "case name '" + spec.name + "' is also used by " + it->second +
                                          " (names must be unique: they name result rows and dump files)");
       }
+      check_methods_run(cfg.methods, method_wheres, spec, case_path);
       cfg.cases.push_back(std::move(spec));
       // Odometer over the axes: the last axis varies fastest.
       for (size_t a = axes.size(); a-- > 0;) {
@@ -784,9 +812,13 @@ std::vector<std::string> axis_keys(const json& j) {
 
 }  // namespace
 
-const std::vector<std::string>& known_methods() {
-  static const std::vector<std::string> methods = {"tilemix", "flash_fp16", "torch_like", "cudnn_fp16", "cudnn_fp8", "fp16_cache"};
-  return methods;
+CaseKind case_kind(const CaseSpec& spec) {
+  if (spec.decode) return CaseKind::decode;
+  return spec.model ? CaseKind::model : CaseKind::prefill;
+}
+
+std::vector<Method> methods_to_run(const ExperimentConfig& config, CaseKind kind) {
+  return config.methods.empty() ? default_methods(kind) : config.methods;
 }
 
 ExperimentConfig parse_config(const nlohmann::json& j, const std::string& path,

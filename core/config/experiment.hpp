@@ -6,7 +6,7 @@
 //   "defaults": { <case keys> },           // applied to every case
 //   "cases": [ { <case keys> }, ... ],     // optional; one empty case when absent
 //   "axes": { "<case key>": [v, ...] },    // optional cartesian product applied to every case
-//   "methods": ["tilemix", "flash_fp16"],  // bench only
+//   "methods": ["tilemix", "flash_fp16"],  // bench only (core/config/method.hpp)
 //   "timing": { "warmup": 3, ... }         // bench only
 // }
 // Case keys: name, batch, seq_len | lq, lk | seqlens_q, seqlens_k, hq, hk, d, causal,
@@ -32,6 +32,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/config/method.hpp"
 #include "core/decode/decode_case.hpp"
 #include "core/inputs/inputs.hpp"
 #include "core/metrics.hpp"
@@ -66,6 +67,8 @@ struct CaseSpec {
   nlohmann::json json;  // the merged case as read, saved with results
 };
 
+CaseKind case_kind(const CaseSpec& spec);
+
 struct TimingSpec {
   int warmup = 3;
   double warmup_seconds = 0.02;  // warm-up lasts at least this long as well
@@ -81,7 +84,9 @@ struct ExperimentConfig {
   std::string name;
   std::string description;
   std::vector<CaseSpec> cases;
-  std::vector<std::string> methods;
+  // As listed: each runs every case of the config (checked when it is read). Empty when the config
+  // lists none; methods_to_run then gives the defaults.
+  std::vector<Method> methods;
   TimingSpec timing;
   nlohmann::json json;  // the file as read (after --set overrides)
 };
@@ -95,7 +100,7 @@ ExperimentConfig parse_config(const nlohmann::json& j, const std::string& path,
 ExperimentConfig parse_config(const nlohmann::ordered_json& j, const std::string& path,
                               const std::vector<std::string>& overrides = {});
 
-// Known bench methods (validated in configs).
-const std::vector<std::string>& known_methods();
+// The methods to run on the config's cases of `kind`: those listed, or the kind's defaults.
+std::vector<Method> methods_to_run(const ExperimentConfig& config, CaseKind kind);
 
 }  // namespace tilemix

@@ -262,6 +262,28 @@ TEST_CASE("tilemix-bench without a GPU says so and runs the emulator; --dump wri
   CHECK(m["words"].size() == 1);  // one KV head
 }
 
+TEST_CASE("tilemix-bench refuses a method that does not run the config's cases", "[cli]") {
+  const auto dir = temp_dir("methods");
+  const std::string bench = std::string(TILEMIX_BENCH_EXE) + " --device cpu --config '";
+  auto prefill = valid_config();
+  prefill["methods"] = nlohmann::json::array({"fp16_cache"});
+  const Run r = run(bench + write_config(dir, prefill, "prefill.json") + "'");
+  INFO(r.out);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("prefill.json: $.methods[0]: method 'fp16_cache' runs decode cases only; case 't-0' "
+                   "($.cases[0]) is a prefill case") != std::string::npos);
+  CHECK(r.out.find("emulator") == std::string::npos);  // nothing ran
+
+  const nlohmann::json decode = {{"name", "d"},
+                                 {"defaults", {{"kind", "decode"}, {"cache_len", 64}}},
+                                 {"methods", nlohmann::json::array({"tilemix", "flash_fp16"})}};
+  const Run d = run(bench + write_config(dir, decode, "decode.json") + "'");
+  INFO(d.out);
+  CHECK(d.code == 2);
+  CHECK(d.out.find("decode.json: $.methods[1]: method 'flash_fp16' runs prefill and model cases only; case 'd-0' "
+                   "($.defaults) is a decode case") != std::string::npos);
+}
+
 TEST_CASE("tilemix-bench --timeline needs decode cases on a GPU", "[cli]") {
   const auto dir = temp_dir("timeline");
   const std::string prefill = write_config(dir, valid_config());

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -132,7 +133,7 @@ TEST_CASE("every case key is read", "[config]") {
   CHECK(c.tolerance.emulator_vs_reference.min_cosine == 0.999);
   CHECK(c.tolerance.gpu_vs_emulator.max_abs == 0.0);
   CHECK(c.tolerance.gpu_vs_reference.empty());
-  CHECK(cfg.methods == std::vector<std::string>{"tilemix", "flash_fp16"});
+  CHECK(cfg.methods == std::vector<Method>{Method::tilemix, Method::flash_fp16});
   CHECK(cfg.timing.warmup == 1);
   CHECK(cfg.timing.warmup_seconds == 0.5);
   CHECK(cfg.timing.min_reps == 2);
@@ -218,8 +219,9 @@ TEST_CASE("bad input names the field", "[config]") {
     CHECK_THAT(parse_error(with(R"("accum": "int32")")), Contains("$.cases[0].accum: unknown accum 'int32'"));
     CHECK_THAT(parse_error(with(R"("input": {"kind": "uniform"})")),
                Contains("$.cases[0].input.kind: unknown kind 'uniform' (expected one of: gaussian, llm_like, npy)"));
-    CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 8}, "methods": ["tilemix", "fa3"]})"),
-               Contains("test.json: $.methods[1]: unknown method 'fa3'"));
+    CHECK(parse_error(R"({"defaults": {"seq_len": 8}, "methods": ["tilemix", "fa3"]})") ==
+          "test.json: $.methods[1]: unknown method 'fa3' (expected one of: tilemix, flash_fp16, torch_like, "
+          "cudnn_fp16, cudnn_fp8, fp16_cache)");
   }
   SECTION("ratio outside [0, 1], or missing") {
     CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 8, "layout": "band", "ratio": 1.5}]})"),
@@ -454,6 +456,74 @@ TEST_CASE("model cases read layers and vocab and are self-attention", "[config]"
              Contains("$.cases[0].input: a model case draws its own N(0, 1) input"));
   CHECK_THAT(parse_error(R"({"cases": [{"kind": "model", "seq_len": 8, "input": {"stddev": 2}}]})"),
              Contains("$.cases[0].input: a model case draws its own N(0, 1) input"));
+}
+
+TEST_CASE("the method registry names each method once, with its kinds of case", "[config]") {
+  // The names are the configs' strings and the tables' "method" cells.
+  std::vector<std::string> names;
+  for (const Method m : all_methods()) names.push_back(to_string(m));
+  CHECK(names == std::vector<std::string>{"tilemix", "flash_fp16", "torch_like", "cudnn_fp16", "cudnn_fp8",
+                                          "fp16_cache"});
+  for (const Method m : all_methods()) {
+    INFO(to_string(m));
+    CHECK(parse_method(to_string(m)) == m);
+    CHECK_FALSE(case_kinds(m).empty());
+    CHECK(std::string(method_description(m)).size() > 10);
+    for (const CaseKind k : all_case_kinds()) {
+      const std::vector<Method> of_kind = methods_for(k);
+      CHECK(runs(m, k) == (std::count(of_kind.begin(), of_kind.end(), m) == 1));
+    }
+  }
+  CHECK_FALSE(parse_method("fa3"));
+  CHECK_FALSE(parse_method("reference"));
+  for (const CaseKind k : all_case_kinds()) CHECK(parse_case_kind(to_string(k)) == k);
+
+  CHECK(methods_for(CaseKind::prefill) == std::vector<Method>{Method::tilemix, Method::flash_fp16, Method::torch_like,
+                                                              Method::cudnn_fp16, Method::cudnn_fp8});
+  CHECK(methods_for(CaseKind::decode) == std::vector<Method>{Method::tilemix, Method::fp16_cache});
+  CHECK(methods_for(CaseKind::model) == std::vector<Method>{Method::tilemix, Method::flash_fp16});
+  CHECK(default_methods(CaseKind::prefill) == std::vector<Method>{Method::tilemix, Method::flash_fp16});
+  CHECK(default_methods(CaseKind::decode) == std::vector<Method>{Method::tilemix, Method::fp16_cache});
+  CHECK(default_methods(CaseKind::model) == std::vector<Method>{Method::tilemix, Method::flash_fp16});
+  for (const Method m : all_methods()) CHECK(is_routed(m) == (m == Method::tilemix));
+}
+
+TEST_CASE("a listed method must run every case of the config", "[config]") {
+  const std::string decode_case = R"({"name": "dec", "kind": "decode", "cache_len": 64})";
+  const std::string prefill_case = R"({"name": "pre", "seq_len": 64})";
+  const std::string model_case = R"({"name": "mod", "kind": "model", "seq_len": 64})";
+  const auto config = [](const std::string& cases, const std::string& methods) {
+    return R"({"cases": [)" + cases + R"(], "methods": )" + methods + "}";
+  };
+  CHECK(parse_error(config(prefill_case, R"(["tilemix", "fp16_cache"])")) ==
+        "test.json: $.methods[1]: method 'fp16_cache' runs decode cases only; case 'pre' ($.cases[0]) is a prefill "
+        "case");
+  CHECK(parse_error(config(decode_case, R"(["tilemix", "flash_fp16"])")) ==
+        "test.json: $.methods[1]: method 'flash_fp16' runs prefill and model cases only; case 'dec' ($.cases[0]) is "
+        "a decode case");
+  CHECK(parse_error(config(decode_case, R"(["cudnn_fp8"])")) ==
+        "test.json: $.methods[0]: method 'cudnn_fp8' runs prefill cases only; case 'dec' ($.cases[0]) is a decode "
+        "case");
+  CHECK(parse_error(config(model_case, R"(["torch_like"])")) ==
+        "test.json: $.methods[0]: method 'torch_like' runs prefill cases only; case 'mod' ($.cases[0]) is a model "
+        "case");
+  // Every case counts: the first one a method cannot run is named, with its axis values.
+  CHECK(parse_error(config(decode_case + ", " + prefill_case, R"(["fp16_cache"])")) ==
+        "test.json: $.methods[0]: method 'fp16_cache' runs decode cases only; case 'pre' ($.cases[1]) is a prefill "
+        "case");
+  CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 64}, "axes": {"d": [64, 128]}, "methods": ["fp16_cache"]})"),
+             Contains("case 'test-0/d=64' ($.defaults) is a prefill case"));
+
+  // A method that runs every kind of the config's cases is accepted, and the defaults fill in.
+  CHECK(parse(config(decode_case + ", " + prefill_case, R"(["tilemix"])")).methods ==
+        std::vector<Method>{Method::tilemix});
+  const ExperimentConfig decode = parse(config(decode_case, "[]"));
+  CHECK(case_kind(decode.cases[0]) == CaseKind::decode);
+  CHECK(methods_to_run(decode, CaseKind::decode) == default_methods(CaseKind::decode));
+  const ExperimentConfig model = parse(config(model_case, R"(["flash_fp16"])"));
+  CHECK(case_kind(model.cases[0]) == CaseKind::model);
+  CHECK(methods_to_run(model, CaseKind::model) == std::vector<Method>{Method::flash_fp16});
+  CHECK(case_kind(parse(config(prefill_case, "[]")).cases[0]) == CaseKind::prefill);
 }
 
 TEST_CASE("every shipped config and the README's example parse", "[config]") {

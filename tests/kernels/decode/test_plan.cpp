@@ -6,8 +6,10 @@
 #include "core/decode/decode_shape.hpp"
 #include "kernels/decode/config.hpp"
 #include "kernels/decode/plan.hpp"
+#include "tests/reference/attention_fixtures.hpp"
 
 using namespace tilemix;
+using namespace tilemix::testing;
 
 namespace {
 
