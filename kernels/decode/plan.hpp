@@ -59,7 +59,7 @@ struct DecodeSplitPlan {
 // waves times tiles per split (plus a split's fixed cost), so that the last wave is nearly full
 // and long caches at small batch still fill the GPU; where whole sequences fill a wave, possibly
 // a plan that keeps the leading sequences whole and cuts only the rest. The model and the
-// measurements behind it are in decode_shape.cpp.
+// measurements behind it are in plan.cpp.
 DecodeSplitPlan make_decode_split_plan(const DecodeShape& shape, int sm_count, int ctas_per_sm,
                                        int min_tiles_per_split = 4);
 // Every sequence cut into splits of exactly `tiles_per_split` key tiles (the last one shorter).

@@ -14,6 +14,8 @@ namespace tilemix::gpu {
 namespace {
 
 constexpr float kLog2e = 1.44269504088896340736f;
+// TMA coordinates are signed 32-bit: the warp-specialized kernel takes tensors of fewer tokens.
+constexpr int64_t kWsMaxTokens = int64_t{1} << 31;
 
 std::string describe(const PrefillParams& p, const char* kernel, bool routed) {
   std::string s = std::string(kernel) + "(d=" + std::to_string(p.d) + " hq=" + std::to_string(p.hq) +
@@ -105,8 +107,13 @@ void launch(const PrefillParams& p, void* stream, const std::string& context) {
                : launch_prefill<64, kPaths, false>(k, shape, stream, context);
   } else if (accum_half) {
     launch_prefill<128, kPaths, true>(k, shape, stream, context);
+  } else if (kPaths != ScorePaths::routed_on_the_fly && p.total_q < kWsMaxTokens && p.total_k < kWsMaxTokens) {
+    // d = 128, fp32 P V accumulation: the warp-specialized kernel where its TMA coordinates reach.
+    if constexpr (kPaths != ScorePaths::routed_on_the_fly) {
+      launch_prefill_ws<kPaths>(k, PrefillTensors{p.total_q, p.total_k}, shape, stream, context);
+    }
   } else {
-    // d = 128, fp32 P V accumulation: the wgmma (sm_90a) kernel.
+    // The wgmma kernel without warp specialization: on_the_fly, and tensors of 2^31 tokens or more.
     launch_prefill_sm90<kPaths>(k, shape, stream, context);
   }
 }

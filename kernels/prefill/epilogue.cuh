@@ -69,4 +69,35 @@ struct Epilogue {
   }
 };
 
+// The warp-specialized kernel's epilogue: each consumer warp stores its own 16 rows straight from
+// the accumulator (4-byte stores, a quad of lanes covering 16 bytes of a row), so that no shared
+// memory is needed and the next work tile's Q may already be landing.
+template <class Cfg>
+struct EpilogueDirect {
+  template <class Softmax, class Acc>
+  __device__ __forceinline__ static void store_direct(const KernelParams& p, const BlockInfo& blk,
+                                                      const Softmax& softmax, const Acc& o, int warp, int lane) {
+    constexpr int D = Cfg::kHeadDim;
+    constexpr float kLn2 = 0.69314718055994530942f;
+    const int64_t q_token0 = blk.q_token0<Cfg::kBlockM>(p);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = warp * Cfg::kWarpRows + half * 8 + (lane >> 2);
+      if (row >= blk.rows) continue;
+      const float l = softmax.row_sum[half];
+      __half* out = p.o + (q_token0 + row) * p.hq * D + static_cast<int64_t>(blk.h) * D + 2 * (lane & 3);
+#pragma unroll
+      for (int ni = 0; ni < Cfg::kDimFrags; ++ni) {
+        const float2 acc = o.pair(0, ni, half * 2);
+        *reinterpret_cast<__half2*>(out + 8 * ni) =
+            l == 0.0f ? __float2half2_rn(0.0f) : __floats2half2_rn(__fdiv_rn(acc.x, l), __fdiv_rn(acc.y, l));
+      }
+      if (p.lse != nullptr && (lane & 3) == 0) {
+        const float lse = l == 0.0f ? -INFINITY : __fmul_rn(__fadd_rn(softmax.row_max[half], log2f(l)), kLn2);
+        p.lse[static_cast<int64_t>(blk.h) * p.total_q + q_token0 + row] = lse;
+      }
+    }
+  }
+};
+
 }  // namespace tilemix::gpu

@@ -21,6 +21,11 @@ struct LaunchShape {
   int batch = 0;
 };
 
+// Token counts of the packed Q and K/V tensors (the extents of the TMA tensor maps).
+struct PrefillTensors {
+  int64_t total_q = 0, total_k = 0;
+};
+
 // Launches one instance on `stream` (a cudaStream_t); `context` names the call in errors.
 template <int kHeadDim, ScorePaths kPaths, bool kAccumHalf>
 void launch_prefill(const KernelParams& params, const LaunchShape& shape, void* stream, const std::string& context);
@@ -29,5 +34,11 @@ void launch_prefill(const KernelParams& params, const LaunchShape& shape, void* 
 // serves d = 64 and fp16 accumulation).
 template <ScorePaths kPaths>
 void launch_prefill_sm90(const KernelParams& params, const LaunchShape& shape, void* stream, const std::string& context);
+
+// The warp-specialized kernel (sm_90a, TMA, persistent): d = 128 with fp32 P V accumulation,
+// flash_fp16 and quantize_once, token counts below 2^31 (TMA coordinates are 32-bit).
+template <ScorePaths kPaths>
+void launch_prefill_ws(const KernelParams& params, const PrefillTensors& tensors, const LaunchShape& shape,
+                       void* stream, const std::string& context);
 
 }  // namespace tilemix::gpu

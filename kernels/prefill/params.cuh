@@ -50,11 +50,17 @@ struct BlockInfo {
   // False when the tile lies past its sequence's end (the CTA has nothing to do).
   template <int kBlockM, int kBlockN>
   __device__ __forceinline__ bool init(const KernelParams& p) {
-    b = blockIdx.z;
-    h = blockIdx.y;
     // Highest query tiles first: under a causal mask they carry the most keys, so the longest
     // CTAs start earliest and the tail of the grid is short.
-    m = gridDim.x - 1 - blockIdx.x;
+    return init_at<kBlockM, kBlockN>(p, blockIdx.y, gridDim.x - 1 - blockIdx.x, blockIdx.z);
+  }
+
+  // The same for query tile m_ of head h_ of sequence b_ (a persistent CTA's work tile).
+  template <int kBlockM, int kBlockN>
+  __device__ __forceinline__ bool init_at(const KernelParams& p, int h_, int m_, int b_) {
+    b = b_;
+    h = h_;
+    m = m_;
     lq = static_cast<int>(p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b]);
     const int row0 = m * kBlockM;
     if (row0 >= lq) return false;

@@ -76,4 +76,33 @@ struct PrefillConfigSm90 {
   static_assert(kBlockM == 64 * kWarpgroups, "a warpgroup owns 64 rows");
 };
 
+// The warp-specialized mainloop (sm_90a, d = 128, prefill v3): one producer warpgroup issues TMA
+// copies into a ring of stages, two consumer warpgroups of 64 query rows each compute the same
+// 128-row query tile as PrefillConfigSm90 (same plans, words and emulator walk). One persistent CTA
+// per SM: the 240 registers a consumer thread may take (setmaxnreg) leave room for the scores of a
+// second tile in flight, and the ring takes the shared memory two CTAs would split. Stages: Q 32 KB,
+// Q8 16 KB and 5 x (K or K8 16 KB + V 16 KB) = 208 KB of the 227 KB a CTA may use; at about 0.6 us
+// of MMA work per tile and CTA, 5 tiles in flight cover more than the copy latency.
+template <int kHeadDim_>
+struct PrefillConfigWs {
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = kPrefillBlockM;
+  static constexpr int kBlockN = kPrefillBlockN;
+  static constexpr int kConsumerWarpgroups = 2;
+  static constexpr int kCtaThreads = 128 * (1 + kConsumerWarpgroups);
+  // What the shared pieces (mask, softmax, accumulator, epilogue) see: the consumer warps.
+  static constexpr int kWarps = 4 * kConsumerWarpgroups;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kWarpRows = kBlockM / kWarps;  // 16: the warp's slice of a wgmma tile
+  static constexpr int kRowSlices = 1;
+  static constexpr int kKeyFrags = kBlockN / 8;
+  static constexpr int kDimFrags = kHeadDim / 8;
+  static constexpr int kStages = 5;
+  // setmaxnreg: 128 x 40 + 256 x 232 = 64,512 of the SM's 65,536 registers.
+  static constexpr int kProducerRegisters = 40;
+  static constexpr int kConsumerRegisters = 232;
+  static_assert(kHeadDim == 128, "the warp-specialized mainloop is built for d = 128");
+  static_assert(kBlockM == 64 * kConsumerWarpgroups, "a consumer warpgroup owns 64 rows");
+};
+
 }  // namespace tilemix::gpu

@@ -1,0 +1,19 @@
+#pragma once
+// Host side of the TMA copies: tensor maps of the [tokens, heads, d] tensors the attention kernels
+// read, encoded through the driver's cuTensorMapEncodeTiled (looked up through the runtime, so the
+// binaries keep linking the CUDA runtime alone). Include from CUDA sources only.
+#include <cuda.h>
+
+#include <cstdint>
+#include <string>
+
+namespace tilemix::gpu {
+
+// A [tokens, heads, d] tensor of `element_bytes`-byte elements (2: FP16, 1: INT8 codes), rows
+// `row_bytes` apart (heads * d * element_bytes for a packed tensor), read in boxes of
+// `box_rows` tokens x one head x `box_elems` channels with the 128-byte swizzle (box_elems *
+// element_bytes = 128). Rows past `tokens` read as zeros. `context` names the call in errors.
+CUtensorMap make_head_tensor_map(const void* base, int element_bytes, int64_t tokens, int heads, int d,
+                                 int64_t row_bytes, int box_rows, int box_elems, const std::string& context);
+
+}  // namespace tilemix::gpu

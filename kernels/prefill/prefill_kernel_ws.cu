@@ -1,0 +1,81 @@
+// The warp-specialized prefill kernel (sm_90a, prefill v3): one persistent CTA per SM, a
+// producer warpgroup and two consumer warpgroups (MainloopWs), the consumers' epilogue straight
+// from registers. Instances: d = 128, fp32 P V accumulation, flash_fp16 and tilemix quantize_once.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "kernels/common/check.cuh"
+#include "kernels/common/pipeline.cuh"
+#include "kernels/common/tensor_map.hpp"
+#include "kernels/prefill/epilogue.cuh"
+#include "kernels/prefill/launch.hpp"
+#include "kernels/prefill/mainloop_ws.cuh"
+#include "kernels/prefill/tile_sizes.hpp"
+
+namespace tilemix::gpu {
+namespace {
+
+template <class Cfg, ScorePaths kPaths>
+__global__ void __launch_bounds__(Cfg::kCtaThreads, 1) prefill_kernel_ws(const __grid_constant__ KernelParamsWs w) {
+  using Mainloop = MainloopWs<Cfg, kPaths>;
+  extern __shared__ __align__(1024) char smem_raw[];
+  char* smem = Mainloop::Smem::align(smem_raw);
+  if (threadIdx.x == 0) Mainloop::init_barriers(smem);
+  __syncthreads();
+  const int warpgroup = warp_index_uniform() / 4;
+  if (warpgroup == 0) {
+    warpgroup_release_registers<Cfg::kProducerRegisters>();
+    if (threadIdx.x == 0) Mainloop::produce(w, smem);
+  } else {
+    warpgroup_claim_registers<Cfg::kConsumerRegisters>();
+    Mainloop::template consume<EpilogueDirect<Cfg>>(w, smem, threadIdx.x - 128);
+  }
+}
+
+int sm_count(const std::string& context) {
+  int device = 0, sms = 0;
+  TILEMIX_CUDA_CHECK(cudaGetDevice(&device), context);
+  TILEMIX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), context);
+  return sms;
+}
+
+}  // namespace
+
+template <ScorePaths kPaths>
+void launch_prefill_ws(const KernelParams& params, const PrefillTensors& tensors, const LaunchShape& shape,
+                       void* stream, const std::string& context) {
+  using Cfg = PrefillConfigWs<128>;
+  using Mainloop = MainloopWs<Cfg, kPaths>;
+  constexpr int D = Cfg::kHeadDim;
+  KernelParamsWs w{};
+  w.p = params;
+  w.q = make_head_tensor_map(params.q, 2, tensors.total_q, params.hq, D, params.q_row_bytes, Cfg::kBlockM, 64, context);
+  w.k = make_head_tensor_map(params.k, 2, tensors.total_k, params.hk, D, params.kv_row_bytes, Cfg::kBlockN, 64, context);
+  w.v = make_head_tensor_map(params.v, 2, tensors.total_k, params.hk, D, params.kv_row_bytes, Cfg::kBlockN, 64, context);
+  if (kPaths == ScorePaths::routed_quantize_once && params.q8 != nullptr && params.k8 != nullptr) {
+    w.q8 = make_head_tensor_map(params.q8, 1, tensors.total_q, params.hq, D, params.q8_row_bytes, Cfg::kBlockM, 128,
+                                context);
+    w.k8 = make_head_tensor_map(params.k8, 1, tensors.total_k, params.hk, D, params.k8_row_bytes, Cfg::kBlockN, 128,
+                                context);
+  }
+  w.tiles = PersistentTiles{static_cast<int>(shape.query_tiles), shape.heads, shape.batch};
+
+  constexpr int kSmemBytes = Mainloop::Smem::kAllocBytes;
+  const auto kernel = prefill_kernel_ws<Cfg, kPaths>;
+  TILEMIX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes), context);
+  const int64_t tiles = shape.query_tiles * shape.heads * shape.batch;
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(tiles, sm_count(context))));
+  kernel<<<grid, Cfg::kCtaThreads, kSmemBytes, static_cast<cudaStream_t>(stream)>>>(w);
+  cuda_check(cudaGetLastError(), Mainloop::kLaunchName,
+             context + " grid=" + std::to_string(grid.x) + " tiles=" + std::to_string(tiles) +
+                 " smem=" + std::to_string(kSmemBytes));
+}
+
+template void launch_prefill_ws<ScorePaths::fp16>(const KernelParams&, const PrefillTensors&, const LaunchShape&,
+                                                  void*, const std::string&);
+template void launch_prefill_ws<ScorePaths::routed_quantize_once>(const KernelParams&, const PrefillTensors&,
+                                                                  const LaunchShape&, void*, const std::string&);
+
+}  // namespace tilemix::gpu
