@@ -49,6 +49,11 @@ __device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Waits until at most kPending committed groups are still running (groups complete in order).
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
 // Pins accumulator registers in program order around wgmma_wait_all: the wait has no register
 // operands, so without this the compiler may move reads of the accumulators above it (or writes
 // below the MMA that reads them).
@@ -69,17 +74,23 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// D(64x64, s32) = A(64x32, s8) B(32x64, s8) (+ D when `accumulate`), both from shared memory.
-__device__ __forceinline__ void wgmma_m64n64k32_s8(int (&d)[32], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+// The 32 accumulator operands of an m64n64 wgmma, each with constraint C.
+#define TILEMIX_WGMMA_ACC32(C, d)                                                                               \
+  C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), C(d[7]), C(d[8]), C(d[9]), C(d[10]), C(d[11]), \
+      C(d[12]), C(d[13]), C(d[14]), C(d[15]), C(d[16]), C(d[17]), C(d[18]), C(d[19]), C(d[20]), C(d[21]),      \
+      C(d[22]), C(d[23]), C(d[24]), C(d[25]), C(d[26]), C(d[27]), C(d[28]), C(d[29]), C(d[30]), C(d[31])
+
+// D(64x64, s32) = A(64x32, s8) B(32x64, s8) (+ D when `accumulate`), both from shared memory. T is
+// int, or uint32_t for accumulators that an FP16 product shares on another path.
+template <class T>
+__device__ __forceinline__ void wgmma_m64n64k32_s8(T (&d)[32], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  static_assert(sizeof(T) == 4 && !std::is_floating_point_v<T>, "32-bit integer accumulators");
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p;\n}\n"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
-        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
-        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
-        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
+      : TILEMIX_WGMMA_ACC32("+r", d)
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
@@ -90,10 +101,20 @@ __device__ __forceinline__ void wgmma_m64n64k16_f16(float (&d)[32], uint64_t des
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : TILEMIX_WGMMA_ACC32("+f", d)
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+// The same with the f32 accumulators held as their bits: a kernel whose tile takes either this or
+// the s8 product into one register set (no move between float and integer registers while the
+// product is in flight, which would make ptxas serialize the pipeline).
+__device__ __forceinline__ void wgmma_m64n64k16_f16(uint32_t (&d)[32], uint64_t desc_a, uint64_t desc_b,
+                                                    int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : TILEMIX_WGMMA_ACC32("+r", d)
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
@@ -107,10 +128,7 @@ __device__ __forceinline__ void wgmma_m64n64k32_s8_rs(int (&d)[32], const uint32
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
       "{%32, %33, %34, %35}, %36, p;\n}\n"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
-        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
-        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
-        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
+      : TILEMIX_WGMMA_ACC32("+r", d)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
 }
 
@@ -124,10 +142,7 @@ __device__ __forceinline__ void wgmma_m64n64k16_f16_rs(float (&d)[32], const uin
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
       "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : TILEMIX_WGMMA_ACC32("+f", d)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
 }
 
@@ -156,7 +171,8 @@ __device__ __forceinline__ void wgmma_m64n128k16_f16_rs(float (&d)[64], const ui
 // The MMA sequences the attention kernels issue per 64-key tile (fenced, issued and committed;
 // the caller waits with wgmma_wait_all when it needs the result).
 // S(64 x 64, s32) = Q8 K8^T over 128 INT8 channels: 4 k32 steps inside one 128-byte row.
-__device__ __forceinline__ void wgmma_scores_s8_d128(int (&s)[32], uint64_t q8_desc, uint64_t k8_desc) {
+template <class T>
+__device__ __forceinline__ void wgmma_scores_s8_d128(T (&s)[32], uint64_t q8_desc, uint64_t k8_desc) {
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k32_s8(s, desc_advance(q8_desc, 32 * kk), desc_advance(k8_desc, 32 * kk), kk);
@@ -164,7 +180,8 @@ __device__ __forceinline__ void wgmma_scores_s8_d128(int (&s)[32], uint64_t q8_d
 }
 // S(64 x 64, f32) = Q K^T over 128 FP16 channels: 8 k16 steps, two 64-channel blocks per operand
 // (`q_block_bytes` / `k_block_bytes` apart).
-__device__ __forceinline__ void wgmma_scores_f16_d128(float (&s)[32], uint64_t q_desc, uint32_t q_block_bytes,
+template <class T>
+__device__ __forceinline__ void wgmma_scores_f16_d128(T (&s)[32], uint64_t q_desc, uint32_t q_block_bytes,
                                                       uint64_t k_desc, uint32_t k_block_bytes) {
   wgmma_fence();
 #pragma unroll

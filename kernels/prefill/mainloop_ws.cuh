@@ -7,7 +7,8 @@
 //   the next free stage of a ring, K8 for an INT8-routed tile (quantize_once: half the bytes of K)
 //   or K, and V. The route bit decides the copy; the tile's K scale goes into the stage beside it.
 //   Consumer warpgroups (64 query rows each): per key tile, wait for the stage, S = Q K^T or
-//   Q8 K8^T (wgmma from shared memory), mask, softmax, O += P V, release the stage.
+//   Q8 K8^T (wgmma from shared memory), mask, softmax, O += P V, release the stage; the P V
+//   product of a tile runs under the next tile's score product and softmax.
 // Every stage has a full and an empty mbarrier (kernels/common/pipeline.cuh); Q has its own pair.
 // No CTA barrier in the loop: the warpgroups meet only on the sequence's partial last key tile,
 // whose V rows past the sequence end (another sequence's keys) are zeroed before P V, so that only
@@ -231,41 +232,48 @@ struct MainloopWs {
       mbarrier_wait(Smem::q_full(smem), q_parity);
       q_parity ^= 1u;
       TileRoutes routes(routing.word, routing.group, 0);
-      const int partial_from = blk.lk - (blk.key_tiles - 1) * Cfg::kBlockN;  // valid keys of the last tile
-      for (int n = 0; n < blk.key_tiles; ++n) {
-        mbarrier_wait(Smem::full(smem, ring.stage), ring.parity);
-        const bool int8_tile = kRouted && routes.next();
-        Scores s;
-        float (&x)[32] = reinterpret_cast<float(&)[32]>(s);
-        const uint64_t k_desc = sw128_desc(base + Smem::k(ring.stage));
+      const int last = blk.key_tiles - 1;
+      const int partial_from = blk.lk - last * Cfg::kBlockN;  // valid keys of the last tile
+
+      // Key tile n's scores: issued (S = Q K^T or Q8 K8^T), then finished once they landed
+      // (fp32 scores in the log2 domain, masked), then the softmax turns them into P.
+      bool int8_tile = false;
+      float k_scale = 0.0f;
+      // Both score products accumulate into the same 32 integer registers (s32 or the f32 bits), so
+      // that one register set is in flight however the tile is routed.
+      const auto issue_scores = [&](const Ring& at, uint32_t (&acc)[32]) {
+        mbarrier_wait(Smem::full(smem, at.stage), at.parity);
+        int8_tile = kRouted && routes.next();
+        const uint64_t k_desc = sw128_desc(base + Smem::k(at.stage));
         if (kRouted && int8_tile) {
-          const float k_scale = *Smem::k_scale(smem, ring.stage);
-          int acc[32];
+          k_scale = *Smem::k_scale(smem, at.stage);
           wgmma_scores_s8_d128(acc, q8_desc, k_desc);
-          wgmma_wait_all();
-          wgmma_fence_operands(acc);
+        } else {
+          wgmma_scores_f16_d128(acc, q_desc, Smem::kQBlockBytes, k_desc, Smem::kKBlockBytes);
+        }
+      };
+      const auto finish_scores = [&](int n, const Ring& at, uint32_t (&acc)[32], Scores& s) {
+        float (&x)[32] = reinterpret_cast<float(&)[32]>(s);
+        wgmma_fence_operands(acc);
+        if (kRouted && int8_tile) {
           // s = (fp32(C) * (scale_q * scale_log2)) * scale_k, as MainloopSm90.
 #pragma unroll
-          for (int i = 0; i < 32; ++i) x[i] = __fmul_rn(__fmul_rn(__int2float_rn(acc[i]), q_factor), k_scale);
+          for (int i = 0; i < 32; ++i) {
+            x[i] = __fmul_rn(__fmul_rn(__int2float_rn(static_cast<int>(acc[i])), q_factor), k_scale);
+          }
         } else {
-          wgmma_scores_f16_d128(x, q_desc, Smem::kQBlockBytes, k_desc, Smem::kKBlockBytes);
-          wgmma_wait_all();
-          wgmma_fence_operands(x);
 #pragma unroll
-          for (int i = 0; i < 32; ++i) x[i] = __fmul_rn(x[i], p.scale_log2);
+          for (int i = 0; i < 32; ++i) x[i] = __fmul_rn(__uint_as_float(acc[i]), p.scale_log2);
         }
-        // The last score product of the tile has read Q: the producer may bring the next one.
-        if (n == blk.key_tiles - 1 && lane == 0) mbarrier_arrive(Smem::q_empty(smem));
+        // The tile's last score product has read Q: the producer may bring the next tile's.
+        if (n == last && lane == 0) mbarrier_arrive(Smem::q_empty(smem));
         if (TileMask<Cfg>::needed(blk, n, p.causal)) TileMask<Cfg>::apply(s, blk, n, p.causal, warp, lane);
-        if (n == blk.key_tiles - 1 && partial_from < Cfg::kBlockN) zero_v_rows(smem, ring.stage, partial_from, tid);
-
-        float alpha[Softmax::kRows];
-        softmax.update(s, p.fp16_state, alpha);
-        if (Softmax::any_moved(alpha)) o.rescale(alpha);
-
-        // O += fp16(P) V: the k16 step kk covers keys 16 kk .. 16 kk + 15, score fragments 2 kk
-        // and 2 kk + 1, which are the A fragment of that step.
-        uint32_t a[Cfg::kBlockN / 16][4];
+        if (n == last && partial_from < Cfg::kBlockN) zero_v_rows(smem, at.stage, partial_from, tid);
+      };
+      // P of a tile as the A fragments of P V: the k16 step kk covers keys 16 kk .. 16 kk + 15,
+      // score fragments 2 kk and 2 kk + 1.
+      uint32_t a[Cfg::kBlockN / 16][4];
+      const auto pack_p = [&](const Scores& s) {
 #pragma unroll
         for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
           a[kk][0] = pack_half2(s[0][2 * kk][0], s[0][2 * kk][1]);
@@ -273,15 +281,54 @@ struct MainloopWs {
           a[kk][2] = pack_half2(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
           a[kk][3] = pack_half2(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
         }
-        const uint64_t v_desc = sw128_desc_mn(base + Smem::v(ring.stage), Smem::kKBlockBytes);
-        wgmma_pv_k64(acc_o, a, v_desc);
-        wgmma_wait_all();
+      };
+      const auto issue_pv = [&](const Ring& at) {
+        wgmma_pv_k64(acc_o, a, sw128_desc_mn(base + Smem::v(at.stage), Smem::kKBlockBytes));
+      };
+      // P V of a tile done: its stage goes back to the producer.
+      const auto finish_pv = [&](const Ring& at) {
         wgmma_fence_operands(acc_o);
-        if (lane == 0) mbarrier_arrive(Smem::empty(smem, ring.stage));
+        if (lane == 0) mbarrier_arrive(Smem::empty(smem, at.stage));
         if (p.fp16_state) o.round_to_half_state();
+      };
+
+      // Tile n's P V runs under tile n + 1's score product and softmax: the steps per element
+      // (O = O * alpha_n+1 + P_n+1 V_n+1 after O += P_n V_n) are those of the sequential loop.
+      if (blk.key_tiles > 0) {
+        Ring prev = ring;
+        {
+          uint32_t acc[32];
+          Scores s;
+          issue_scores(ring, acc);
+          wgmma_wait_all();
+          finish_scores(0, ring, acc, s);
+          float alpha[Softmax::kRows];
+          softmax.update(s, p.fp16_state, alpha);  // O is zero: alpha is not needed
+          pack_p(s);
+        }
         ring.advance();
+        for (int n = 1; n < blk.key_tiles; ++n) {
+          uint32_t acc[32];  // the tile's s32 or f32 scores, in flight until the wait
+          Scores s;
+          issue_scores(ring, acc);
+          issue_pv(prev);
+          wgmma_wait<1>();  // the scores landed; P V may still run
+          finish_scores(n, ring, acc, s);
+          float alpha[Softmax::kRows];
+          softmax.update(s, p.fp16_state, alpha);
+          wgmma_wait_all();
+          finish_pv(prev);
+          if (Softmax::any_moved(alpha)) o.rescale(alpha);
+          pack_p(s);
+          prev = ring;
+          ring.advance();
+        }
+        issue_pv(prev);
+        wgmma_wait_all();
+        finish_pv(prev);
+      } else if (lane == 0) {
+        mbarrier_arrive(Smem::q_empty(smem));
       }
-      if (blk.key_tiles == 0 && lane == 0) mbarrier_arrive(Smem::q_empty(smem));
       Epilogue::store_direct(p, blk, softmax, o, warp, lane);
     }
   }

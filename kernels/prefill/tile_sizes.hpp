@@ -98,9 +98,9 @@ struct PrefillConfigWs {
   static constexpr int kKeyFrags = kBlockN / 8;
   static constexpr int kDimFrags = kHeadDim / 8;
   static constexpr int kStages = 5;
-  // setmaxnreg: 128 x 40 + 256 x 232 = 64,512 of the SM's 65,536 registers.
-  static constexpr int kProducerRegisters = 40;
-  static constexpr int kConsumerRegisters = 232;
+  // setmaxnreg: 128 x 56 + 256 x 224 = 64,512 of the SM's 65,536 registers.
+  static constexpr int kProducerRegisters = 56;
+  static constexpr int kConsumerRegisters = 224;
   static_assert(kHeadDim == 128, "the warp-specialized mainloop is built for d = 128");
   static_assert(kBlockM == 64 * kConsumerWarpgroups, "a consumer warpgroup owns 64 rows");
 };
