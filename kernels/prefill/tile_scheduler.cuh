@@ -1,8 +1,11 @@
 #pragma once
 // Work of the persistent prefill kernel: a CTA takes work tiles t = blockIdx.x, + gridDim.x, ...
-// of (query tile, query head, sequence). Tiles are ordered highest query tile first, as the
-// non-persistent grid runs them: under a causal mask those carry the most keys, so the longest
-// work starts first and the last round is short. Producer and consumers walk the same sequence.
+// of (query tile, query head, sequence) in the order of the non-persistent grid: query tiles
+// fastest, highest first, then heads, then sequences. The CTAs running at one time then work on
+// few heads, so the K/V tiles they stream are shared in L2 (with query heads or sequences fastest,
+// 132 CTAs streamed 44 distinct K/V heads at 16k tokens and ran 10-18% slower than the grid), and
+// under a causal mask each head's longest query tiles start first. Producer and consumers walk the
+// same sequence.
 #include <cstdint>
 
 #include "kernels/prefill/params.cuh"
@@ -18,10 +21,9 @@ struct PersistentTiles {
   // BlockInfo of tile t (false when the query tile lies past its sequence's end).
   template <int kBlockM, int kBlockN>
   __device__ __forceinline__ bool block(const KernelParams& p, int64_t t, BlockInfo& blk) const {
-    const int64_t per_m = static_cast<int64_t>(heads) * batch;
-    const int m = query_tiles - 1 - static_cast<int>(t / per_m);
-    const int rest = static_cast<int>(t % per_m);
-    return blk.init_at<kBlockM, kBlockN>(p, rest / batch, m, rest % batch);
+    const int m = query_tiles - 1 - static_cast<int>(t % query_tiles);
+    const int64_t rest = t / query_tiles;
+    return blk.init_at<kBlockM, kBlockN>(p, static_cast<int>(rest % heads), m, static_cast<int>(rest / heads));
   }
 };
 
