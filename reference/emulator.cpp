@@ -123,7 +123,7 @@ class TileEmulator {
           for (int64_t j = 0; j < legal; ++j) acc[j] += qc * k[j];
         }
         const float q_scale = ops_.q8.scale(tile.b, i0 + r, tile.h) * scale_log2_;
-        for (int64_t j = 0; j < legal; ++j) s[j] = (acc[j] * q_scale) * ops_.k8.scale(tile.b, j0 + j, kvh);
+        for (int64_t j = 0; j < legal; ++j) s[j] = acc[j] * (q_scale * ops_.k8.scale(tile.b, j0 + j, kvh));
       } else {
         const float* q = &ops_.q[q_offset];
         double* acc = st.dot.data();

@@ -6,7 +6,7 @@
 //   route  = (word >> (n / g)) & 1
 //   FP16:  s = fp32(sum_k q*k) * scale_log2                  (scale_log2 = softmax_scale * log2 e, fp32)
 //          products exact, summed in double in ascending channel order, rounded once to fp32
-//   INT8:  s = (fp32(sum_k q8*k8) * (scale_q * scale_log2)) * scale_k   (int32 sum, exact)
+//   INT8:  s = fp32(sum_k q8*k8) * ((scale_q * scale_log2) * scale_k)   (int32 sum, exact)
 //          scale_q of the row's BLKQ block and query head, scale_k of the key's BLKK block and KV head
 //   illegal (causal / bounds) elements: -inf
 //   m_new  = max(m, rowmax(s))            [fp16 state: rounded to fp16]

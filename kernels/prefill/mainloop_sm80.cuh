@@ -82,7 +82,7 @@ struct MainloopSm80 {
         for (int e = 0; e < 4; ++e) s[mi][ni][e] = __fmul_rn(acc[mi][ni][e], scale_log2);
   }
 
-  // INT8 path: C = Q8 K8^T exactly in int32, s = (fp32(C) * (scale_q * scale_log2)) * scale_k.
+  // INT8 path: C = Q8 K8^T exactly in int32, s = fp32(C) * ((scale_q * scale_log2) * scale_k).
   __device__ __forceinline__ static void int8_scores(Scores& s, uint32_t q8_lane, uint32_t k8_lane, float q_factor,
                                                      float k_scale) {
     using Q8Tile = typename Smem::Q8Tile;
@@ -110,14 +110,13 @@ struct MainloopSm80 {
         }
       }
     }
+    const float factor = __fmul_rn(q_factor, k_scale);
 #pragma unroll
     for (int mi = 0; mi < Cfg::kRowSlices; ++mi)
 #pragma unroll
       for (int ni = 0; ni < Cfg::kKeyFrags; ++ni)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[mi][ni][e] = __fmul_rn(__fmul_rn(__int2float_rn(acc[mi][ni][e]), q_factor), k_scale);
-        }
+        for (int e = 0; e < 4; ++e) s[mi][ni][e] = __fmul_rn(int8_dot_to_float(acc[mi][ni][e]), factor);
   }
 
   // O += fp16(P) V; v_lane: this lane's ldmatrix.trans address of keys 0-15, channels 0-15. The C

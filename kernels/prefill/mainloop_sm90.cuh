@@ -182,9 +182,10 @@ struct MainloopSm90 {
         wgmma_scores_s8_d128(acc, q8_desc, k_desc);
         wgmma_wait_all();
         wgmma_fence_operands(acc);
-        // s = (fp32(C) * (scale_q * scale_log2)) * scale_k, as MainloopSm80.
+        // s = fp32(C) * ((scale_q * scale_log2) * scale_k), as MainloopSm80.
+        const float factor = __fmul_rn(q_factor, tile_k_scale);
 #pragma unroll
-        for (int i = 0; i < 32; ++i) x[i] = __fmul_rn(__fmul_rn(__int2float_rn(acc[i]), q_factor), tile_k_scale);
+        for (int i = 0; i < 32; ++i) x[i] = __fmul_rn(int8_dot_to_float(acc[i]), factor);
       } else {
         wgmma_scores_f16_d128(x, q_desc, Smem::kQBlockBytes, k_desc, Smem::kKBlockBytes);
         wgmma_wait_all();

@@ -31,6 +31,7 @@
 #include "kernels/prefill/params.cuh"
 #include "kernels/prefill/softmax.cuh"
 #include "kernels/prefill/tile_scheduler.cuh"
+#include "kernels/quant/int8_codes.cuh"
 
 namespace tilemix::gpu {
 
@@ -256,11 +257,10 @@ struct MainloopWs {
         float (&x)[32] = reinterpret_cast<float(&)[32]>(s);
         wgmma_fence_operands(acc);
         if (kRouted && int8_tile) {
-          // s = (fp32(C) * (scale_q * scale_log2)) * scale_k, as MainloopSm90.
+          // s = fp32(C) * ((scale_q * scale_log2) * scale_k), as MainloopSm90.
+          const float factor = __fmul_rn(q_factor, k_scale);
 #pragma unroll
-          for (int i = 0; i < 32; ++i) {
-            x[i] = __fmul_rn(__fmul_rn(__int2float_rn(static_cast<int>(acc[i])), q_factor), k_scale);
-          }
+          for (int i = 0; i < 32; ++i) x[i] = __fmul_rn(int8_dot_to_float(static_cast<int>(acc[i])), factor);
         } else {
 #pragma unroll
           for (int i = 0; i < 32; ++i) x[i] = __fmul_rn(__uint_as_float(acc[i]), p.scale_log2);

@@ -1,10 +1,12 @@
 #pragma once
 // Work of the persistent prefill kernel: a CTA takes work tiles t = blockIdx.x, + gridDim.x, ...
-// of (query tile, query head, sequence) in the order of the non-persistent grid: query tiles
-// fastest, highest first, then heads, then sequences. The CTAs running at one time then work on
-// few heads, so the K/V tiles they stream are shared in L2 (with query heads or sequences fastest,
-// 132 CTAs streamed 44 distinct K/V heads at 16k tokens and ran 10-18% slower than the grid), and
-// under a causal mask each head's longest query tiles start first. Producer and consumers walk the
+// of (query tile, query head, sequence). The (head, sequence) pairs are cut into sections of
+// kSectionPairs consecutive heads; a section's tiles run one after another, highest query tile
+// first across the section's pairs. So the CTAs running at one time stream the K/V of a few KV
+// heads, which L2 holds (with query tiles slowest across all pairs, 132 CTAs streamed 44 KV heads
+// at 16k tokens), and under a causal mask the longest query tiles start first and every CTA's
+// tiles sweep from long to short (with query tiles fastest, a CTA's tiles repeated four query
+// tile positions and the causal rows at 2k ran 10-12% longer). Producer and consumers walk the
 // same sequence.
 #include <cstdint>
 
@@ -13,6 +15,7 @@
 namespace tilemix::gpu {
 
 struct PersistentTiles {
+  static constexpr int kSectionPairs = 8;
   int query_tiles;  // ceil(max_seqlen_q / BLOCK_M)
   int heads, batch;
 
@@ -21,9 +24,14 @@ struct PersistentTiles {
   // BlockInfo of tile t (false when the query tile lies past its sequence's end).
   template <int kBlockM, int kBlockN>
   __device__ __forceinline__ bool block(const KernelParams& p, int64_t t, BlockInfo& blk) const {
-    const int m = query_tiles - 1 - static_cast<int>(t % query_tiles);
-    const int64_t rest = t / query_tiles;
-    return blk.init_at<kBlockM, kBlockN>(p, static_cast<int>(rest % heads), m, static_cast<int>(rest / heads));
+    const int64_t section_tiles = static_cast<int64_t>(kSectionPairs) * query_tiles;
+    const int64_t section = t / section_tiles;
+    const int pairs = static_cast<int>(min(static_cast<int64_t>(kSectionPairs),
+                                           static_cast<int64_t>(heads) * batch - section * kSectionPairs));
+    const int64_t in_section = t - section * section_tiles;
+    const int m = query_tiles - 1 - static_cast<int>(in_section / pairs);
+    const int64_t pair = section * kSectionPairs + in_section % pairs;
+    return blk.init_at<kBlockM, kBlockN>(p, static_cast<int>(pair % heads), m, static_cast<int>(pair / heads));
   }
 };
 

@@ -9,6 +9,16 @@
 
 namespace tilemix::gpu {
 
+// A dot product of INT8 codes over at most kMaxDotChannels channels lies within +-127^2 * 128 <
+// 2^22, where float(c) is exact in two full-rate instructions: the integer add puts c into the
+// mantissa of 1.5 * 2^23 (0x4B400000), the float subtract of 1.5 * 2^23 leaves it. I2F runs at a
+// quarter of that rate and was the largest CUDA-core cost of an INT8-routed tile.
+inline constexpr int kMaxDotChannels = 128;
+static_assert(127 * 127 * kMaxDotChannels < (1 << 22), "INT8 dot products stay inside the exact range");
+__device__ __forceinline__ float int8_dot_to_float(int c) {
+  return __fsub_rn(__int_as_float(c + 0x4B400000), 12582912.0f);
+}
+
 // scale = max|x| / 127 (0 for an all-zero block).
 __device__ __forceinline__ float int8_block_scale(float absmax) { return __fdiv_rn(absmax, 127.0f); }
 
