@@ -3,13 +3,13 @@
 // score formulas, mask, online softmax and rounding points as MainloopSm90, with the copies taken
 // off the consumers.
 //   Producer warpgroup (one thread issues): per work tile, Q (and Q8 when some key tile is
-//   INT8-routed) by TMA into one of two buffers once the consumers released it; per key tile, into
+//   INT8-routed) by TMA into their buffers once the consumers released them; per key tile, into
 //   the next free stage of a ring, K8 for an INT8-routed tile (quantize_once: half the bytes of K)
 //   or K, and V. The route bit decides the copy; the tile's K scale goes into the stage beside it.
 //   Consumer warpgroups (64 query rows each): per key tile, wait for the stage, S = Q K^T or
 //   Q8 K8^T (wgmma from shared memory), mask, softmax, O += P V, release the stage; the P V
 //   product of a tile runs under the next tile's score product and softmax.
-// Every stage and query buffer has a full and an empty mbarrier (kernels/common/pipeline.cuh).
+// Every stage has a full and an empty mbarrier (kernels/common/pipeline.cuh); Q has its own pair.
 // No CTA barrier in the loop: the warpgroups meet only on the sequence's partial last key tile,
 // whose V rows past the sequence end (another sequence's keys) are zeroed before P V, so that only
 // the sequence's own values reach O even where they are not finite.
@@ -43,8 +43,8 @@ struct KernelParamsWs {
   PersistentTiles tiles;
 };
 
-// [buffer b: Q (two 64-channel blocks of 128 rows) | Q8 (128 rows, routed only)] x 2 | [stage s: K
-// (or K8 in its first block) | V] x kStages | barriers | K scales [kStages]. Every block is 1024-byte aligned (the
+// [Q: two 64-channel blocks of 128 rows][Q8: 128 rows, routed only][stage s: K (or K8 in its first
+// block) | V] x kStages | barriers | K scales [kStages]. Every block is 1024-byte aligned (the
 // 128-byte swizzle's address bits).
 template <class Cfg, bool kRouted>
 struct PrefillSmemWs {
@@ -52,15 +52,14 @@ struct PrefillSmemWs {
   static constexpr int kQBlockBytes = 128 * Cfg::kBlockM;
   static constexpr int kKBlockBytes = 128 * Cfg::kBlockN;
   static constexpr int kStages = Cfg::kStages;
-  // Two query buffers (Q, and Q8 when routed): the next work tile's land while this one's are read.
-  static constexpr int kQBuffers = 2;
-  static constexpr int kQBufferBytes = (kChannelBlocks + (kRouted ? 1 : 0)) * kQBlockBytes;
-  static constexpr int kFirstStage = kQBuffers * kQBufferBytes;
+  static constexpr int kQ = 0;
+  static constexpr int kQ8 = kQ + kChannelBlocks * kQBlockBytes;
+  static constexpr int kFirstStage = kQ8 + (kRouted ? kQBlockBytes : 0);
   static constexpr int kKBytes = kChannelBlocks * kKBlockBytes;
   static constexpr int kStageBytes = 2 * kKBytes;
   static constexpr int kBarriers = kFirstStage + kStages * kStageBytes;
-  // full[s], empty[s], q_full[b], q_empty[b]
-  static constexpr int kBarrierCount = 2 * kStages + 2 * kQBuffers;
+  // full[s], empty[s], q_full, q_empty
+  static constexpr int kBarrierCount = 2 * kStages + 2;
   static constexpr int kKScales = kBarriers + 8 * kBarrierCount;
   static constexpr int kBytes = kKScales + 4 * kStages;
   static constexpr int kAllocBytes = kBytes + 1024;  // the base is aligned at run time
@@ -71,8 +70,6 @@ struct PrefillSmemWs {
     const uint32_t misalign = smem_address(raw) & 1023u;
     return raw + ((1024u - misalign) & 1023u);
   }
-  __device__ __forceinline__ static int q(int buffer) { return buffer * kQBufferBytes; }
-  __device__ __forceinline__ static int q8(int buffer) { return q(buffer) + kChannelBlocks * kQBlockBytes; }
   __device__ __forceinline__ static int k(int stage) { return kFirstStage + stage * kStageBytes; }
   __device__ __forceinline__ static int v(int stage) { return k(stage) + kKBytes; }
   __device__ __forceinline__ static uint64_t* full(char* smem, int stage) {
@@ -81,11 +78,11 @@ struct PrefillSmemWs {
   __device__ __forceinline__ static uint64_t* empty(char* smem, int stage) {
     return reinterpret_cast<uint64_t*>(smem + kBarriers) + kStages + stage;
   }
-  __device__ __forceinline__ static uint64_t* q_full(char* smem, int buffer) {
-    return reinterpret_cast<uint64_t*>(smem + kBarriers) + 2 * kStages + buffer;
+  __device__ __forceinline__ static uint64_t* q_full(char* smem) {
+    return reinterpret_cast<uint64_t*>(smem + kBarriers) + 2 * kStages;
   }
-  __device__ __forceinline__ static uint64_t* q_empty(char* smem, int buffer) {
-    return reinterpret_cast<uint64_t*>(smem + kBarriers) + 2 * kStages + kQBuffers + buffer;
+  __device__ __forceinline__ static uint64_t* q_empty(char* smem) {
+    return reinterpret_cast<uint64_t*>(smem + kBarriers) + 2 * kStages + 1;
   }
   __device__ __forceinline__ static float* k_scale(char* smem, int stage) {
     return reinterpret_cast<float*>(smem + kKScales) + stage;
@@ -140,10 +137,8 @@ struct MainloopWs {
       mbarrier_init(Smem::full(smem, s), 1);
       mbarrier_init(Smem::empty(smem, s), Cfg::kWarps);
     }
-    for (int b = 0; b < Smem::kQBuffers; ++b) {
-      mbarrier_init(Smem::q_full(smem, b), 1);
-      mbarrier_init(Smem::q_empty(smem, b), Cfg::kWarps);
-    }
+    mbarrier_init(Smem::q_full(smem), 1);
+    mbarrier_init(Smem::q_empty(smem), Cfg::kWarps);
     fence_barrier_init();
   }
 
@@ -159,7 +154,7 @@ struct MainloopWs {
       tma_prefetch_descriptor(&w.k8);
     }
     Ring ring;
-    RingPosition<Smem::kQBuffers> q_ring;
+    unsigned q_parity = 0;
     for (int64_t t = blockIdx.x; t < w.tiles.count(); t += gridDim.x) {
       BlockInfo blk;
       if (!w.tiles.template block<Cfg::kBlockM, Cfg::kBlockN>(p, t, blk)) continue;
@@ -168,19 +163,19 @@ struct MainloopWs {
       const int q_token0 = static_cast<int>(blk.q_token0<Cfg::kBlockM>(p));
       const int k_token0 = static_cast<int>(blk.k_token0(p));
 
-      // Q (and Q8) into a buffer once the consumers are done with the tile before last's.
-      uint64_t* q_full = Smem::q_full(smem, q_ring.stage);
-      mbarrier_wait(Smem::q_empty(smem, q_ring.stage), q_ring.parity ^ 1u);
+      // Q (and Q8) once the consumers are done with the previous tile's.
+      mbarrier_wait(Smem::q_empty(smem), q_parity ^ 1u);
       const bool q8 = kPaths == ScorePaths::routed_quantize_once && routing.any_int8;
-      mbarrier_arrive_expect_tx(q_full, Smem::kChannelBlocks * Smem::kQBlockBytes + (q8 ? Smem::kQBlockBytes : 0));
+      mbarrier_arrive_expect_tx(Smem::q_full(smem), Smem::kChannelBlocks * Smem::kQBlockBytes +
+                                                        (q8 ? Smem::kQBlockBytes : 0));
 #pragma unroll
       for (int c = 0; c < Smem::kChannelBlocks; ++c) {
-        tma_load_3d(base + Smem::q(q_ring.stage) + c * Smem::kQBlockBytes, &w.q, q_full, 64 * c, blk.h, q_token0);
+        tma_load_3d(base + Smem::kQ + c * Smem::kQBlockBytes, &w.q, Smem::q_full(smem), 64 * c, blk.h, q_token0);
       }
       if constexpr (kRouted) {
-        if (q8) tma_load_3d(base + Smem::q8(q_ring.stage), &w.q8, q_full, 0, blk.h, q_token0);
+        if (q8) tma_load_3d(base + Smem::kQ8, &w.q8, Smem::q_full(smem), 0, blk.h, q_token0);
       }
-      q_ring.advance();
+      q_parity ^= 1u;
 
       TileRoutes routes(routing.word, routing.group, 0);
       for (int n = 0; n < blk.key_tiles; ++n) {
@@ -216,8 +211,10 @@ struct MainloopWs {
     const int warp = tid >> 5, lane = tid & 31;
     const int wg_row0 = (warp / 4) * 64;
     const uint32_t base = smem_address(smem);
+    const uint64_t q_desc = sw128_desc(base + Smem::kQ + wg_row0 * 128);
+    const uint64_t q8_desc = sw128_desc(base + Smem::kQ8 + wg_row0 * 128);
     Ring ring;
-    RingPosition<Smem::kQBuffers> q_ring;
+    unsigned q_parity = 0;
     for (int64_t t = blockIdx.x; t < w.tiles.count(); t += gridDim.x) {
       BlockInfo blk;
       if (!w.tiles.template block<Cfg::kBlockM, Cfg::kBlockN>(p, t, blk)) continue;
@@ -233,12 +230,8 @@ struct MainloopWs {
       o.zero();
       float (&acc_o)[4 * Cfg::kDimFrags] = reinterpret_cast<float(&)[4 * Cfg::kDimFrags]>(o.c);
 
-      // This warpgroup's rows of the tile's Q and Q8 as wgmma A operands.
-      const uint64_t q_desc = sw128_desc(base + Smem::q(q_ring.stage) + wg_row0 * 128);
-      const uint64_t q8_desc = sw128_desc(base + Smem::q8(q_ring.stage) + wg_row0 * 128);
-      uint64_t* q_empty = Smem::q_empty(smem, q_ring.stage);
-      mbarrier_wait(Smem::q_full(smem, q_ring.stage), q_ring.parity);
-      q_ring.advance();
+      mbarrier_wait(Smem::q_full(smem), q_parity);
+      q_parity ^= 1u;
       TileRoutes routes(routing.word, routing.group, 0);
       const int last = blk.key_tiles - 1;
       const int partial_from = blk.lk - last * Cfg::kBlockN;  // valid keys of the last tile
@@ -273,7 +266,7 @@ struct MainloopWs {
           for (int i = 0; i < 32; ++i) x[i] = __fmul_rn(__uint_as_float(acc[i]), p.scale_log2);
         }
         // The tile's last score product has read Q: the producer may bring the next tile's.
-        if (n == last && lane == 0) mbarrier_arrive(q_empty);
+        if (n == last && lane == 0) mbarrier_arrive(Smem::q_empty(smem));
         if (TileMask<Cfg>::needed(blk, n, p.causal)) TileMask<Cfg>::apply(s, blk, n, p.causal, warp, lane);
         if (n == last && partial_from < Cfg::kBlockN) zero_v_rows(smem, at.stage, partial_from, tid);
       };
@@ -334,7 +327,7 @@ struct MainloopWs {
         wgmma_wait_all();
         finish_pv(prev);
       } else if (lane == 0) {
-        mbarrier_arrive(q_empty);
+        mbarrier_arrive(Smem::q_empty(smem));
       }
       Epilogue::store_direct(p, blk, softmax, o, warp, lane);
     }

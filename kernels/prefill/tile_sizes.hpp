@@ -80,11 +80,9 @@ struct PrefillConfigSm90 {
 // copies into a ring of stages, two consumer warpgroups of 64 query rows each compute the same
 // 128-row query tile as PrefillConfigSm90 (same plans, words and emulator walk). One persistent CTA
 // per SM: the 240 registers a consumer thread may take (setmaxnreg) leave room for the scores of a
-// second tile in flight, and the ring takes the shared memory two CTAs would split. Shared memory:
-// two query buffers (Q 32 KB + Q8 16 KB each: the next work tile's land during this one, which at
-// 2k tokens has 17 key tiles on average under a causal mask) and 4 x (K or K8 16 KB + V 16 KB) =
-// 224 KB of the 227 KB a CTA may use; at about 0.6 us of MMA work per key tile and CTA, 4 tiles in
-// flight cover the copy latency.
+// second tile in flight, and the ring takes the shared memory two CTAs would split. Stages: Q 32 KB,
+// Q8 16 KB and 5 x (K or K8 16 KB + V 16 KB) = 208 KB of the 227 KB a CTA may use; at about 0.6 us
+// of MMA work per tile and CTA, 5 tiles in flight cover more than the copy latency.
 template <int kHeadDim_>
 struct PrefillConfigWs {
   static constexpr int kHeadDim = kHeadDim_;
@@ -99,7 +97,7 @@ struct PrefillConfigWs {
   static constexpr int kRowSlices = 1;
   static constexpr int kKeyFrags = kBlockN / 8;
   static constexpr int kDimFrags = kHeadDim / 8;
-  static constexpr int kStages = 4;
+  static constexpr int kStages = 5;
   // setmaxnreg: 128 x 56 + 256 x 224 = 64,512 of the SM's 65,536 registers.
   static constexpr int kProducerRegisters = 56;
   static constexpr int kConsumerRegisters = 224;
