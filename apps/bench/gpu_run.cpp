@@ -25,12 +25,12 @@ namespace tilemix::app {
 namespace {
 
 // What the inputs, flash_fp16 and the baselines depend on: the shape (every sequence length),
-// the numerics and the input spec. Cases with equal keys share them.
+// the numerics, the mainloop and the input spec. Cases with equal keys share them.
 std::string group_key(const CaseSpec& spec) {
   const AttentionShape& s = spec.shape;
   return nlohmann::json{s.hq, s.hk, s.d, s.causal, s.softmax_scale, s.cu_seqlens_q, s.cu_seqlens_k,
                         to_string(spec.numerics.state), to_string(spec.numerics.accum),
-                        spec.json.value("input", nlohmann::json::object())}
+                        to_string(spec.prefill_mainloop), spec.json.value("input", nlohmann::json::object())}
       .dump();
 }
 
@@ -82,6 +82,7 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
     request.geometry = gpu::tilemix_geometry(spec.shape.d);
     const PreparedCase pc{spec, make_plan(spec.shape, request, spec.where), {}};
     problem.set_routing(pc.plan, pc.plan.words);
+    problem.set_mainloop(spec.prefill_mainloop);
     const double ops = attention_ops(spec.shape);
     const double tokens = static_cast<double>(spec.shape.total_q());
 

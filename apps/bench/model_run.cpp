@@ -37,7 +37,8 @@ std::string group_key(const CaseSpec& spec) {
                         spec.model->vocab,
                         spec.input.seed,
                         to_string(spec.numerics.state),
-                        to_string(spec.numerics.accum)}
+                        to_string(spec.numerics.accum),
+                        to_string(spec.prefill_mainloop)}
       .dump();
 }
 
@@ -77,17 +78,20 @@ ModelAttention reference_attention(const CaseSpec& spec, bool gpu) {
 ModelAttention method_attention(const CaseSpec& spec, Method method, const RoutingPlan& plan, bool gpu) {
   const AttentionShape shape = spec.shape;
   const Numerics numerics = spec.numerics;
+  const PrefillMainloop mainloop = spec.prefill_mainloop;
   switch (method) {
     case Method::tilemix:
       if (!gpu) break;
-      return [shape, numerics, plan](const AttentionInputs& qkv) {
+      return [shape, numerics, mainloop, plan](const AttentionInputs& qkv) {
         GpuProblem problem(shape, qkv);
+        problem.set_mainloop(mainloop);
         return problem.tilemix(plan, numerics).o;
       };
     case Method::flash_fp16:
       if (!gpu) break;
-      return [shape, numerics](const AttentionInputs& qkv) {
+      return [shape, numerics, mainloop](const AttentionInputs& qkv) {
         GpuProblem problem(shape, qkv);
+        problem.set_mainloop(mainloop);
         return problem.flash(numerics).o;
       };
     case Method::torch_like:

@@ -66,6 +66,7 @@ void check_prefill_case(const CaseSpec& spec, const DeviceChoice& device, Result
   if (device.gpu) {
     // Outputs are poisoned (NaN) before the launch: an element the kernel misses fails the row.
     GpuProblem gpu_problem(spec.shape, pc.inputs);
+    gpu_problem.set_mainloop(spec.prefill_mainloop);
     const std::vector<double> gpu_o = half_to_double(gpu_problem.tilemix(pc.plan, spec.numerics).o);
     add_check_row(table, checked, "gpu~emulator", deviation(gpu_o, emu_o),
                   require_tolerance(spec, spec.tolerance.gpu_vs_emulator, "gpu_vs_emulator"), ok);

@@ -46,6 +46,7 @@ gpu::PrefillParams GpuProblem::params(const Numerics& numerics) {
   p.d = shape_.d;
   p.causal = shape_.causal;
   p.softmax_scale = shape_.softmax_scale;
+  p.mainloop = mainloop_;
   p.q8 = q8_.as<int8_t>();
   p.k8 = k8_.as<int8_t>();
   p.q_scale = q_scale_.as<float>();

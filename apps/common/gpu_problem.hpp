@@ -50,11 +50,14 @@ class GpuProblem {
                          gpu::MemoryCount how = gpu::MemoryCount::allocated) const;
 
   gpu::PrefillParams params(const Numerics& numerics);
+  // The mainloop of the calls that follow (PrefillParams::mainloop; automatic unless set).
+  void set_mainloop(PrefillMainloop mainloop) { mainloop_ = mainloop; }
 
  private:
   void poison_outputs();
 
   AttentionShape shape_;
+  PrefillMainloop mainloop_ = PrefillMainloop::automatic;
   int64_t max_seqlen_q_ = 0;
   gpu::DeviceBuffer q_, k_, v_, cu_q_, cu_k_, o_, lse_;
   gpu::DeviceBuffer q8_, k8_, q_scale_, k_scale_, q_block_offset_, k_block_offset_;

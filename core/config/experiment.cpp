@@ -34,7 +34,7 @@ const std::vector<std::string> kLengthKeys = {"seq_len",   "lq",        "lk",   
                                               "seqlens_k", "cache_len", "cache_lens"};
 // Keys of one kind of case only; the other kind rejects them by name.
 const std::vector<std::string> kDecodeOnlyKeys = {"cache_len", "cache_lens", "new_tokens", "cache", "append_steps",
-                                                  "tiles_per_split", "mainloop", "combine"};
+                                                  "tiles_per_split", "combine"};
 const std::vector<std::string> kPrefillOnlyKeys = {"seq_len", "lq",    "lk",    "seqlens_q", "seqlens_k", "causal",
                                                    "mode",    "state", "accum", "block_m",   "block_n"};
 const std::vector<std::string> kModelOnlyKeys = {"layers", "vocab"};
@@ -576,6 +576,17 @@ CaseSpec read_case(const json& merged, const Origins& origins, const Context& ct
                                          nu.state);
     nu.accum = read_enum<AccumPrecision>(r, "accum", {{"fp32", AccumPrecision::fp32}, {"fp16", AccumPrecision::fp16}},
                                          nu.accum);
+    spec.prefill_mainloop = read_enum<PrefillMainloop>(r, "mainloop",
+                                                       {{"auto", PrefillMainloop::automatic},
+                                                        {"wgmma", PrefillMainloop::wgmma},
+                                                        {"warp_specialized", PrefillMainloop::warp_specialized}},
+                                                       spec.prefill_mainloop);
+    if (spec.prefill_mainloop == PrefillMainloop::warp_specialized &&
+        (shape.d != 128 || nu.accum != AccumPrecision::fp32 || nu.mode != QuantMode::quantize_once)) {
+      throw InputError(r.where("mainloop"), "warp_specialized needs d 128, accum fp32 and mode quantize_once (got d " +
+                                                std::to_string(shape.d) + ", accum " + to_string(nu.accum) +
+                                                ", mode " + to_string(nu.mode) + ")");
+    }
   }
   if (kind == CaseKind::model) {
     ModelCaseSpec& mc = spec.model.emplace();

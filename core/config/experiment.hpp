@@ -11,7 +11,8 @@
 // }
 // Case keys: name, batch, seq_len | lq, lk | seqlens_q, seqlens_k, hq, hk, d, causal,
 // softmax_scale, layout, ratio, seed, group ("auto" | int), block_m, block_n, words_file, mode,
-// state, accum, input {kind, seed, stddev, outlier_channels, outlier_scale, sink_scale,
+// state, accum, mainloop (auto | wgmma | warp_specialized: the GPU mainloop at d = 128 with fp32
+// accumulation, PrefillMainloop), input {kind, seed, stddev, outlier_channels, outlier_scale, sink_scale,
 // local_bias, q, k, v, allow_nonfinite}, tolerance {emulator_vs_reference, gpu_vs_emulator,
 // gpu_vs_reference: {max_abs, mean_abs, rel_l2, min_cosine}}.
 // Decode cases ("kind": "decode"; default "prefill") take cache_len (+ batch) | cache_lens,
@@ -38,6 +39,7 @@
 #include "core/metrics.hpp"
 #include "core/problem.hpp"
 #include "core/routing/plan.hpp"
+#include "kernels/prefill/choices.hpp"
 
 namespace tilemix {
 
@@ -64,6 +66,8 @@ struct CaseSpec {
   // kDecodeGeometry.
   std::optional<DecodeCaseSpec> decode;
   std::optional<ModelCaseSpec> model;  // set for model cases
+  // Prefill and model cases: the GPU mainloop at d = 128 with fp32 accumulation ("mainloop").
+  PrefillMainloop prefill_mainloop = PrefillMainloop::automatic;
   nlohmann::json json;  // the merged case as read, saved with results
 };
 

@@ -24,6 +24,7 @@ std::string describe(const PrefillParams& p, const char* kernel, bool routed) {
                   " max_seqlen_q=" + std::to_string(p.max_seqlen_q) + " causal=" + (p.causal ? "1" : "0") +
                   " state=" + to_string(p.numerics.state) + " accum=" + to_string(p.numerics.accum);
   if (routed) s += std::string(" mode=") + to_string(p.numerics.mode);
+  s += std::string(" mainloop=") + to_string(p.mainloop);
   return s + ")";
 }
 
@@ -102,18 +103,25 @@ void launch(const PrefillParams& p, void* stream, const std::string& context) {
   const KernelParams k = kernel_params(p);
   const LaunchShape shape = launch_shape(p);
   const bool accum_half = p.numerics.accum == AccumPrecision::fp16;
+  if (p.mainloop == PrefillMainloop::warp_specialized) {
+    require(p.d == 128 && !accum_half && kPaths != ScorePaths::routed_on_the_fly && p.total_q < kWsMaxTokens &&
+                p.total_k < kWsMaxTokens,
+            context,
+            "the warp_specialized mainloop needs d=128, fp32 accumulation, flash_fp16 or quantize_once and fewer "
+            "than 2^31 tokens per tensor");
+  }
   if (p.d == 64) {
     accum_half ? launch_prefill<64, kPaths, true>(k, shape, stream, context)
                : launch_prefill<64, kPaths, false>(k, shape, stream, context);
   } else if (accum_half) {
     launch_prefill<128, kPaths, true>(k, shape, stream, context);
-  } else if (kPaths != ScorePaths::routed_on_the_fly && p.total_q < kWsMaxTokens && p.total_k < kWsMaxTokens) {
-    // d = 128, fp32 P V accumulation: the warp-specialized kernel where its TMA coordinates reach.
+  } else if (p.mainloop == PrefillMainloop::warp_specialized) {
     if constexpr (kPaths != ScorePaths::routed_on_the_fly) {
       launch_prefill_ws<kPaths>(k, PrefillTensors{p.total_q, p.total_k}, shape, stream, context);
     }
   } else {
-    // The wgmma kernel without warp specialization: on_the_fly, and tensors of 2^31 tokens or more.
+    // d = 128, fp32 P V accumulation: the wgmma (sm_90a) kernel, which automatic takes while the
+    // warp-specialized one is not faster (choices.hpp).
     launch_prefill_sm90<kPaths>(k, shape, stream, context);
   }
 }

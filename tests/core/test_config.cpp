@@ -290,6 +290,25 @@ TEST_CASE("bad input names the field", "[config]") {
   }
 }
 
+TEST_CASE("the prefill mainloop key", "[config]") {
+  CHECK(parse(R"({"defaults": {"seq_len": 8}})").cases[0].prefill_mainloop == PrefillMainloop::automatic);
+  const ExperimentConfig c = parse(R"({"defaults": {"seq_len": 8}, "axes": {"mainloop": ["wgmma", "warp_specialized"]}})");
+  REQUIRE(c.cases.size() == 2);
+  CHECK(c.cases[0].prefill_mainloop == PrefillMainloop::wgmma);
+  CHECK(c.cases[1].prefill_mainloop == PrefillMainloop::warp_specialized);
+  CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 8, "mainloop": "mma_sync"}})"),
+             Contains("$.defaults.mainloop") && Contains("unknown mainloop 'mma_sync'"));
+  for (const char* bad : {R"({"defaults": {"seq_len": 8, "d": 64, "mainloop": "warp_specialized"}})",
+                          R"({"defaults": {"seq_len": 8, "accum": "fp16", "mainloop": "warp_specialized"}})",
+                          R"({"defaults": {"seq_len": 8, "mode": "on_the_fly", "mainloop": "warp_specialized"}})"}) {
+    CHECK_THAT(parse_error(bad), Contains("$.defaults.mainloop") && Contains("warp_specialized needs d 128"));
+  }
+  // Decode cases keep their own mainloop names.
+  CHECK(parse(R"({"defaults": {"kind": "decode", "cache_len": 64, "new_tokens": 1, "mainloop": "mma_sync"}})")
+            .cases[0]
+            .decode->mainloop == DecodeMainloop::mma_sync);
+}
+
 TEST_CASE("zero and one fix the ratio; other layouts keep it", "[config]") {
   const auto cfg = parse(R"({"defaults": {"seq_len": 64, "ratio": 0.5},
                             "cases": [{"layout": "zero"}, {"layout": "one"}, {"layout": "global"}]})");

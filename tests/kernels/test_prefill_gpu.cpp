@@ -1,6 +1,7 @@
 // The prefill kernels against the emulator (tightly) and the exact reference, on fresh random
 // inputs: ragged lengths, varlen with length-1 and empty sequences, causal with Lq != Lk both
-// ways, GQA, d 64 and 128, every layout, both modes, both state and accumulation precisions.
+// ways, GQA, d 64 and 128, every layout, both modes, both state and accumulation precisions, and
+// both d = 128 mainloops.
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <stdexcept>
@@ -123,6 +124,62 @@ TEST_CASE("tilemix matches the emulator for every layout, both modes bit-identic
       }
     }
   }
+}
+
+TEST_CASE("the warp-specialized mainloop equals the wgmma mainloop bit for bit", "[gpu][prefill]") {
+  // Every d = 128 problem above (varlen with empty and length-1 sequences, Lq < Lk, GQA 8), query
+  // tiles with no key, and a batch whose tiles outnumber the SMs, so that the persistent CTAs take
+  // several work tiles.
+  std::vector<Problem> problems;
+  for (const Problem& pr : kProblems) {
+    if (pr.d == 128) problems.push_back(pr);
+  }
+  problems.push_back({"causal Lq > Lk (query tiles with no key) d128", 2, 1, 128, true, {300}, {77}, InputKind::gaussian});
+  problems.push_back({"non-causal varlen d128 GQA3, more tiles than SMs", 12, 4, 128, false,
+                      {1500, 640, 129, 2000}, {1500, 640, 129, 2000}, InputKind::llm_like});
+  for (const Problem& pr : problems) {
+    const AttentionShape s = make_shape(pr.hq, pr.hk, pr.d, pr.causal, pr.lq, pr.lk);
+    const AttentionInputs in = seeded_inputs(s, 41, pr.input);
+    GpuProblem gpu(s, in);
+    for (StatePrecision state : {StatePrecision::fp32, StatePrecision::fp16}) {
+      INFO(pr.name << " state=" << to_string(state));
+      gpu.set_mainloop(PrefillMainloop::wgmma);
+      const KernelOutput flash_wgmma = gpu.flash(numerics(state));
+      gpu.set_mainloop(PrefillMainloop::warp_specialized);
+      const KernelOutput flash_ws = gpu.flash(numerics(state));
+      CHECK(identical(flash_ws, flash_wgmma));
+      const RoutingPlan zero = uniform_plan(s, gpu::flash_geometry(pr.d), false);
+      CHECK(tight(compare_outputs(flash_ws, emulate(s, in, zero, numerics(state))), state));
+      for (LayoutKind layout : {LayoutKind::one, LayoutKind::sptrans, LayoutKind::rowrand}) {
+        INFO("layout=" << to_string(layout));
+        const RoutingPlan plan = layout_plan(s, gpu::tilemix_geometry(pr.d), layout, 0.5, 7);
+        gpu.set_mainloop(PrefillMainloop::wgmma);
+        const KernelOutput wgmma = gpu.tilemix(plan, numerics(state));
+        gpu.set_mainloop(PrefillMainloop::warp_specialized);
+        const KernelOutput ws = gpu.tilemix(plan, numerics(state));
+        CHECK(identical(ws, wgmma));
+        const Agreement a = compare_outputs(ws, emulate(s, in, plan, numerics(state)));
+        INFO(a.describe());
+        CHECK(tight(a, state));
+      }
+    }
+  }
+}
+
+TEST_CASE("the warp-specialized mainloop refuses what it does not serve", "[gpu][prefill]") {
+  const AttentionShape s = make_shape(2, 1, 64, true, {200}, {200});
+  const AttentionInputs in = seeded_inputs(s, 3, InputKind::gaussian);
+  GpuProblem gpu(s, in);
+  gpu.set_mainloop(PrefillMainloop::warp_specialized);
+  CHECK_THROWS_WITH(gpu.flash(numerics()), Catch::Contains("warp_specialized mainloop needs d=128"));
+  const AttentionShape s128 = make_shape(2, 1, 128, true, {200}, {200});
+  GpuProblem gpu128(s128, seeded_inputs(s128, 3, InputKind::gaussian));
+  gpu128.set_mainloop(PrefillMainloop::warp_specialized);
+  const RoutingPlan plan = layout_plan(s128, gpu::tilemix_geometry(128), LayoutKind::one, 0.0, 1);
+  CHECK_THROWS_WITH(gpu128.tilemix(plan, numerics(StatePrecision::fp32, AccumPrecision::fp32, QuantMode::on_the_fly)),
+                    Catch::Contains("warp_specialized mainloop needs d=128"));
+  CHECK_THROWS_WITH(gpu128.flash(numerics(StatePrecision::fp32, AccumPrecision::fp16)),
+                    Catch::Contains("warp_specialized mainloop needs d=128"));
 }
 
 TEST_CASE("fp16 state and fp16 accumulation follow the emulator", "[gpu][prefill]") {

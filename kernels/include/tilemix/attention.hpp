@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/prefill/choices.hpp"
 #include "core/problem.hpp"
 #include "core/tiling.hpp"
 
@@ -41,6 +42,9 @@ struct PrefillParams {
   const int64_t* k_block_offset = nullptr;
   int64_t q_blocks = 0, k_blocks = 0;
   Numerics numerics;
+  // d = 128 with fp32 accumulation: the mainloop (warp_specialized needs flash_fp16 or
+  // quantize_once and fewer than 2^31 tokens per tensor; asking for it otherwise is an error).
+  PrefillMainloop mainloop = PrefillMainloop::automatic;
 };
 
 // Compute-tile geometry of the routed kernel for head dimension d: the routing plan and the

@@ -1,0 +1,22 @@
+#pragma once
+// The prefill kernels' run-time choice of mainloop, as configs, apps and the dispatcher name it
+// (plain C++, no dependencies: core/config reads it from configs).
+namespace tilemix {
+
+// Which mainloop a d = 128, fp32-accumulation prefill call runs: wgmma (prefill v2: two CTAs of
+// two warpgroups per SM, cp.async) or warp_specialized (prefill v3: a persistent CTA per SM, a TMA
+// producer warpgroup and two consumer warpgroups; flash_fp16 and quantize_once only). automatic
+// takes wgmma: v3 is not yet faster (docs/perf/prefill.md). d = 64 and fp16 accumulation run on
+// the mma.sync kernel whatever is asked.
+enum class PrefillMainloop { automatic, wgmma, warp_specialized };
+
+inline const char* to_string(PrefillMainloop m) {
+  switch (m) {
+    case PrefillMainloop::automatic: return "auto";
+    case PrefillMainloop::wgmma: return "wgmma";
+    case PrefillMainloop::warp_specialized: return "warp_specialized";
+  }
+  return "?";
+}
+
+}  // namespace tilemix
