@@ -191,8 +191,6 @@ TEST_CASE("decode cases in configs", "[decode]") {
                Contains("$.cases[0].combine: unknown combine 'atomic' (expected one of: auto, grid, sequence)"));
     CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 8, "combine": "grid"}]})"),
                Contains("$.cases[0].combine: is only used in decode cases"));
-    CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 8, "mainloop": "wgmma"}]})"),
-               Contains("$.cases[0].mainloop: is only used in decode cases"));
     CHECK_THAT(parse_error(R"({"cases": [{"kind": "decode", "cache_len": 8, "cache": "fp16", "layout": "one"}]})"),
                Contains("$.cases[0].layout: must be zero with cache fp16"));
     CHECK_THAT(parse_error(R"({"cases": [{"kind": "decode", "cache_len": 8, "hk": 3}]})"),
