@@ -8,12 +8,11 @@
 //   or K, and V. The route bit decides the copy; the tile's K scale goes into the stage beside it.
 //   Consumer warpgroups (64 query rows each): per key tile, wait for the stage, S = Q K^T or
 //   Q8 K8^T (wgmma from shared memory), mask, softmax, O += P V, release the stage; the P V
-//   product of a tile runs under the next tile's score product and softmax, and the two
-//   warpgroups take turns to issue their MMAs (ping-pong), one's softmax under the other's MMAs.
+//   product of a tile runs under the next tile's score product and softmax.
 // Every stage has a full and an empty mbarrier (kernels/common/pipeline.cuh); Q has its own pair.
-// No CTA barrier in the loop: besides the turns, the warpgroups meet only on the sequence's partial
-// last key tile, whose V rows past the sequence end (another sequence's keys) are zeroed before
-// P V, so that only the sequence's own values reach O even where they are not finite.
+// No CTA barrier in the loop: the warpgroups meet only on the sequence's partial last key tile,
+// whose V rows past the sequence end (another sequence's keys) are zeroed before P V, so that only
+// the sequence's own values reach O even where they are not finite.
 #include <cuda.h>
 #include <cuda_fp16.h>
 
@@ -216,13 +215,6 @@ struct MainloopWs {
     const uint64_t q8_desc = sw128_desc(base + Smem::kQ8 + wg_row0 * 128);
     Ring ring;
     unsigned q_parity = 0;
-    // Ping-pong: the two consumer warpgroups take turns to issue their MMAs (named barriers
-    // kTurnBarrier + warpgroup), so that one's softmax runs while the other's MMAs occupy the
-    // tensor cores. The second warpgroup hands the first turn to the first.
-    const int wg = warp / 4;
-    const auto take_turn = [&] { named_barrier_sync(kTurnBarrier + wg, Cfg::kThreads); };
-    const auto pass_turn = [&] { named_barrier_arrive(kTurnBarrier + (1 - wg), Cfg::kThreads); };
-    if (wg == 1) named_barrier_arrive(kTurnBarrier, Cfg::kThreads);
     for (int64_t t = blockIdx.x; t < w.tiles.count(); t += gridDim.x) {
       BlockInfo blk;
       if (!w.tiles.template block<Cfg::kBlockM, Cfg::kBlockN>(p, t, blk)) continue;
@@ -307,9 +299,7 @@ struct MainloopWs {
         {
           uint32_t acc[32];
           Scores s;
-          take_turn();
           issue_scores(ring, acc);
-          pass_turn();
           wgmma_wait_all();
           finish_scores(0, ring, acc, s);
           float alpha[Softmax::kRows];
@@ -320,10 +310,8 @@ struct MainloopWs {
         for (int n = 1; n < blk.key_tiles; ++n) {
           uint32_t acc[32];  // the tile's s32 or f32 scores, in flight until the wait
           Scores s;
-          take_turn();
           issue_scores(ring, acc);
           issue_pv(prev);
-          pass_turn();
           wgmma_wait<1>();  // the scores landed; P V may still run
           finish_scores(n, ring, acc, s);
           float alpha[Softmax::kRows];
@@ -335,9 +323,7 @@ struct MainloopWs {
           prev = ring;
           ring.advance();
         }
-        take_turn();
         issue_pv(prev);
-        pass_turn();
         wgmma_wait_all();
         finish_pv(prev);
       } else if (lane == 0) {
@@ -346,10 +332,6 @@ struct MainloopWs {
       Epilogue::store_direct(p, blk, softmax, o, warp, lane);
     }
   }
-
-  // Named barriers: 1 for the partial tile's V rows, kTurnBarrier + 0 / 1 for the ping-pong turns.
-  static constexpr unsigned kZeroVBarrier = 1;
-  static constexpr unsigned kTurnBarrier = 2;
 
   // V rows [valid, kBlockN) of a stage to zero: past the sequence end the tile holds another
   // sequence's keys (or TMA's zeros past the tensor), which P = 0 must not multiply into NaN. Every
@@ -367,7 +349,7 @@ struct MainloopWs {
           make_uint4(0u, 0u, 0u, 0u);
     }
     fence_proxy_async_shared();  // the zeros reach wgmma's operand reads
-    named_barrier_sync(kZeroVBarrier, Cfg::kThreads);
+    named_barrier_sync(1, Cfg::kThreads);
   }
 };
 
