@@ -21,7 +21,9 @@ import sys
 import tempfile
 
 NVCC = "/usr/local/cuda/bin/nvcc"
-ANONYMOUS = re.compile(r"\d*_GLOBAL__N__[0-9a-f]+_\d+_\w+?_cu_[0-9a-f]+")
+# An anonymous namespace's mangled name: a length, _GLOBAL__N__, a hash, the file's name and hash,
+# sometimes a numeric suffix that varies between compiles (before the next name's 1-2 digit length).
+ANONYMOUS = re.compile(r"\d*_GLOBAL__N__[0-9a-f]+_\d+_\w+?_cu_[0-9a-f]{8}(?:_\d+?(?=\d{1,2}[A-Za-z_]))?")
 
 
 def compile_cubin(root, source, out):
