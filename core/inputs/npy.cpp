@@ -238,7 +238,7 @@ std::vector<uint16_t> read_npy_as_half(const std::string& path, const std::vecto
   const size_t n = arr.data.size() / npy_item_size(arr.dtype);
   std::vector<uint16_t> out(n);
   if (arr.dtype == NpyDtype::f16) {
-    std::memcpy(out.data(), arr.data.data(), arr.data.size());
+    if (!arr.data.empty()) std::memcpy(out.data(), arr.data.data(), arr.data.size());  // no null pointers
   } else if (arr.dtype == NpyDtype::f32) {
     const unsigned char* src = arr.data.data();
     for (size_t i = 0; i < n; ++i) {
