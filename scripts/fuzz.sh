@@ -23,9 +23,9 @@ for t in "${targets[@]}"; do
     -artifact_prefix="$build"/crashes/"$t"- "$build"/found/"$t" tests/fuzz/corpus/"$t" \
     > "$build"/fuzz-"$t".log 2>&1 &
   running=$((running + 1))
-  if ((running >= jobs)); then wait -n; running=$((running - 1)); fi
+  if ((running >= jobs)); then wait -n || true; running=$((running - 1)); fi  # a crash ends one target
 done
-wait
+wait || true
 for t in "${targets[@]}"; do
   echo "== $t"
   grep -E "^stat::(number_of_executed_units|peak_rss_mb)|cov: |ERROR|contract violation" "$build"/fuzz-"$t".log | tail -4

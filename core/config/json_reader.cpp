@@ -148,6 +148,42 @@ void JsonObjectReader::finish() const {
 
 namespace {
 
+// nlohmann's message without its "[json.exception.parse_error.101] " prefix.
+std::string without_id(const nlohmann::json::exception& e) {
+  std::string detail = e.what();
+  const auto close = detail.find("] ");
+  return close == std::string::npos ? detail : detail.substr(close + 2);
+}
+
+// Configs nest a few levels; deeper text is refused before it is parsed, so that no recursion over
+// the document (destruction, traversal) can exhaust the stack.
+constexpr int kMaxJsonDepth = 64;
+void require_shallow(const std::string& text, const std::string& path) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) {
+        throw InputError(path, "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels at byte " +
+                                   std::to_string(i));
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
+
 template <class Json>
 Json parse_json_file(const std::string& path) {
   std::error_code ec;
@@ -157,14 +193,13 @@ Json parse_json_file(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw InputError(path, "cannot read file");
+  require_shallow(text.str(), path);
   try {
     return Json::parse(text.str());
   } catch (const nlohmann::json::parse_error& e) {
-    // Drop nlohmann's "[json.exception.parse_error.101] " prefix; keep its line/column text.
-    std::string detail = e.what();
-    const auto close = detail.find("] ");
-    if (close != std::string::npos) detail = detail.substr(close + 2);
-    throw InputError(path, "invalid JSON at byte " + std::to_string(e.byte) + ": " + detail);
+    throw InputError(path, "invalid JSON at byte " + std::to_string(e.byte) + ": " + without_id(e));
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double
+    throw InputError(path, "invalid JSON: " + without_id(e));
   }
 }
 

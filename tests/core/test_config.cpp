@@ -290,6 +290,27 @@ TEST_CASE("bad input names the field", "[config]") {
   }
 }
 
+TEST_CASE("JSON the parser refuses is an input error naming the file", "[config]") {
+  const TempDir dir;
+  const auto load_error = [&](const std::string& name, const std::string& text) {
+    const std::string path = dir.write(name, text);
+    try {
+      load_config(path);
+    } catch (const InputError& e) {
+      CHECK(e.where().rfind(path, 0) == 0);  // the file, then the JSON path where there is one
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // A number past the double range (found by the config fuzz target).
+  CHECK_THAT(load_error("overflow.json", R"({"defaults": {"seq_len": 1e6384}})"),
+             Contains("invalid JSON") && Contains("number overflow"));
+  CHECK_THAT(load_error("deep.json", std::string(100, '[') + std::string(100, ']')), Contains("nested deeper than 64"));
+  // Brackets inside strings do not count as nesting.
+  CHECK_THAT(load_error("strings.json", R"({"name": ")" + std::string(100, '[') + R"(", "defaults": {"seq_len": 8, "hq": "x"}})"),
+             Contains("$.defaults.hq"));
+}
+
 TEST_CASE("the prefill mainloop key", "[config]") {
   CHECK(parse(R"({"defaults": {"seq_len": 8}})").cases[0].prefill_mainloop == PrefillMainloop::automatic);
   const ExperimentConfig c = parse(R"({"defaults": {"seq_len": 8}, "axes": {"mainloop": ["wgmma", "warp_specialized"]}})");
