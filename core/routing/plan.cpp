@@ -83,7 +83,7 @@ std::vector<uint64_t> read_words_json(const std::string& path, std::istream& in,
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse errors, and numbers past the double range
     throw InputError(path, std::string("not a valid JSON words file (") + e.what() + "); expected " + kWordsForm);
   }
   if (!doc.is_object() || !doc.contains("words")) throw InputError(path, std::string("expected ") + kWordsForm);

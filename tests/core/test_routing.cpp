@@ -453,6 +453,10 @@ TEST_CASE("words round-trip through hex, JSON and .npy files", "[routing]") {
     CHECK(msg.find("$.words[1][3]") != std::string::npos);
     write_text(dir.file("syntax.json"), "{\"words\": [");
     CHECK(error_of([&] { read_words_file(dir.file("syntax.json"), 2, tiles); }).find(dir.file("syntax.json")) == 0);
+    // A number past the double range is the parser's out_of_range, not a parse_error (found by the
+    // words_file fuzz target).
+    write_text(dir.file("overflow.json"), "{\"words\": [[1e6384]]}");
+    CHECK(error_of([&] { read_words_file(dir.file("overflow.json"), 2, tiles); }).find(dir.file("overflow.json")) == 0);
     nlohmann::json wide = doc;
     wide["words"][0][0] = "0x0000000100000000";  // bit 32, Tmask of the 2048-key sequence is 32
     write_text(dir.file("wide.json"), wide.dump());
