@@ -644,8 +644,20 @@ struct Axis {
 
 std::string axis_value_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
+// Whether `s` is UTF-8 as JSON strings must be (nlohmann's own check: a dump of a string that is
+// not would throw where a message or a result file shows it).
+bool valid_utf8(const std::string& s) {
+  try {
+    (void)json(s).dump();
+    return true;
+  } catch (const json::type_error&) {
+    return false;
+  }
+}
+
 // "key=v1,v2": numbers and booleans as JSON, anything else as a string.
 Axis parse_override(const std::string& text) {
+  if (!valid_utf8(text)) throw InputError("--set", "is not UTF-8 text");
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0) {
     throw InputError("--set " + text, "expected key=value[,value...], e.g. --set seq_len=1024,4096");

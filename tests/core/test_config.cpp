@@ -311,6 +311,12 @@ TEST_CASE("JSON the parser refuses is an input error naming the file", "[config]
              Contains("$.defaults.hq"));
 }
 
+TEST_CASE("a --set override that is not UTF-8 is an input error", "[config]") {
+  // Found by the set_override fuzz target: the bytes reached a JSON dump, which threw.
+  CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 8}})", {"d=\xb2&8"}), Contains("--set: is not UTF-8 text"));
+  CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 8}})", {"layout=\xc0\x80"}), Contains("is not UTF-8 text"));
+}
+
 TEST_CASE("the prefill mainloop key", "[config]") {
   CHECK(parse(R"({"defaults": {"seq_len": 8}})").cases[0].prefill_mainloop == PrefillMainloop::automatic);
   const ExperimentConfig c = parse(R"({"defaults": {"seq_len": 8}, "axes": {"mainloop": ["wgmma", "warp_specialized"]}})");
