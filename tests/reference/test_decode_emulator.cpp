@@ -421,8 +421,10 @@ TEST_CASE("decode emulator is deterministic and fast at a few thousand cached to
   emulate_decode_fp16(pd.shape, pd.q, pd.fp16, splits);
   const double fp16_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   INFO("B=4 hq=8 L=4096 n=16: INT8 cache " << int8_seconds << " s, FP16 cache " << fp16_seconds << " s");
+#ifndef TILEMIX_SANITIZED  // the sanitized build runs several times slower
   CHECK(int8_seconds < 1.0);
   CHECK(fp16_seconds < 1.0);
+#endif
 
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);

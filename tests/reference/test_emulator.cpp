@@ -286,6 +286,8 @@ TEST_CASE("emulator: B=1 Hq=8 Hk=2 L=2048 d=128 causal within 10 s", "[.][perf]"
     WARN("emulate_attention B=1 Hq=8 Hk=2 L=2048 d=128 causal, " << (int8 ? "one" : "zero") << " layout: " << seconds
                                                                  << " s");
     CHECK(r.o.size() == static_cast<size_t>(2048) * 8 * 128);
+#ifndef TILEMIX_SANITIZED  // the sanitized build runs several times slower
     CHECK(seconds < 10.0);
+#endif
   }
 }

@@ -126,5 +126,7 @@ TEST_CASE("exact attention: B=1 Hq=8 Hk=2 L=2048 d=128 causal within 10 s", "[.]
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   WARN("exact_attention B=1 Hq=8 Hk=2 L=2048 d=128 causal: " << seconds << " s");
   CHECK(r.o.size() == static_cast<size_t>(2048) * 8 * 128);
+#ifndef TILEMIX_SANITIZED  // the sanitized build runs several times slower
   CHECK(seconds < 10.0);
+#endif
 }
