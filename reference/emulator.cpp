@@ -63,8 +63,8 @@ struct QueryTile {
 // Online-softmax state and scratch of one query tile.
 struct TileState {
   std::vector<float> row_max, row_sum, acc;  // m, l, O [rows, d]
-  std::vector<float> score;                  // s of the current key tile [rows, block_n]
-  std::vector<float> prob;                   // fp16(p) of one row [block_n]
+  std::vector<float> score;                  // s of the current step [rows, softmax_tiles * block_n]
+  std::vector<float> prob;                   // fp16(p) of one row of the step
   std::vector<double> dot;                   // FP16-path sums of one row [block_n]
   std::vector<float> int8_dot;               // INT8-path sums of one row [block_n]
 };
@@ -79,27 +79,32 @@ class TileEmulator {
   void run(const QueryTile& tile, TileState& st) const {
     const SequenceTiling& t = plan_.tilings[tile.b];
     const int d = shape_.d, block_n = t.geometry.block_n;
+    const int per_step = options_.softmax_tiles, stride = per_step * block_n;
     const int64_t i0 = t.row_begin(tile.m), rows = t.row_end(tile.m) - i0;
     st.row_max.assign(rows, kNegInf);
     st.row_sum.assign(rows, 0.0f);
     st.acc.assign(static_cast<size_t>(rows) * d, 0.0f);
-    st.score.resize(static_cast<size_t>(rows) * block_n);
-    st.prob.resize(block_n);
+    st.score.resize(static_cast<size_t>(rows) * stride);
+    st.prob.resize(stride);
     st.dot.resize(block_n);
     st.int8_dot.resize(block_n);
 
-    const int tiles = t.legal_tile_end(tile.m);
-    for (int step = 0; step < tiles; ++step) {
-      const int n = options_.key_order == KeyOrder::ascending ? step : tiles - 1 - step;
-      scores(tile, n, st);
-      update_state(tile, n, st);
+    // Steps of per_step key tiles (the last may hold fewer); each updates the softmax state once.
+    const int tiles = t.legal_tile_end(tile.m), steps = (tiles + per_step - 1) / per_step;
+    for (int i = 0; i < steps; ++i) {
+      const int step = options_.key_order == KeyOrder::ascending ? i : steps - 1 - i;
+      const int first = step * per_step, end = std::min(tiles, first + per_step);
+      for (int n = first; n < end; ++n) scores(tile, n, st, (n - first) * block_n, stride);
+      const int64_t j0 = static_cast<int64_t>(first) * block_n;
+      update_state(tile, j0, std::min<int64_t>(t.lk, static_cast<int64_t>(end) * block_n) - j0, stride, st);
     }
     write_output(tile, st);
   }
 
  private:
-  // s of key tile n in the log2 domain; illegal elements -inf.
-  void scores(const QueryTile& tile, int n, TileState& st) const {
+  // s of key tile n in the log2 domain, at column `col` of the step's rows (`stride` apart);
+  // illegal elements -inf.
+  void scores(const QueryTile& tile, int n, TileState& st, int col, int stride) const {
     const SequenceTiling& t = plan_.tilings[tile.b];
     const int d = shape_.d, hq = shape_.hq, block_n = t.geometry.block_n;
     const int kvh = shape_.kv_head_of(tile.h);
@@ -110,7 +115,7 @@ class TileEmulator {
     const bool int8 = plan_.int8_route(kvh, tile.b, tile.m, n);
 
     for (int64_t r = 0; r < rows; ++r) {
-      float* s = &st.score[static_cast<size_t>(r) * block_n];
+      float* s = &st.score[static_cast<size_t>(r) * stride + col];
       const int64_t legal = std::clamp<int64_t>(visible_keys(i0 + r, t.lq, t.lk, t.causal) - j0, 0, width);
       const size_t q_offset = (static_cast<size_t>(q_first + r) * hq + tile.h) * d;
       if (int8) {
@@ -140,18 +145,18 @@ class TileEmulator {
     }
   }
 
-  void update_state(const QueryTile& tile, int n, TileState& st) const {
+  // One online-softmax update over the step's keys [j0, j0 + width).
+  void update_state(const QueryTile& tile, int64_t j0, int64_t width, int stride, TileState& st) const {
     const SequenceTiling& t = plan_.tilings[tile.b];
-    const int d = shape_.d, hk = shape_.hk, block_n = t.geometry.block_n;
+    const int d = shape_.d, hk = shape_.hk;
     const int kvh = shape_.kv_head_of(tile.h);
     const int64_t i0 = t.row_begin(tile.m), rows = t.row_end(tile.m) - i0;
-    const int64_t j0 = static_cast<int64_t>(n) * block_n, width = std::min<int64_t>(t.lk, j0 + block_n) - j0;
     const int64_t k_first = shape_.cu_seqlens_k[tile.b] + j0;
     const bool fp16_state = options_.numerics.state == StatePrecision::fp16;
     const bool fp16_accum = options_.numerics.accum == AccumPrecision::fp16;
 
     for (int64_t r = 0; r < rows; ++r) {
-      const float* s = &st.score[static_cast<size_t>(r) * block_n];
+      const float* s = &st.score[static_cast<size_t>(r) * stride];
       float* p16 = st.prob.data();
       float* o = &st.acc[static_cast<size_t>(r) * d];
 
@@ -227,6 +232,9 @@ EmulatorResult emulate_attention(const AttentionShape& shape, const AttentionInp
                                  const EmulatorOptions& options) {
   if (!(shape.softmax_scale > 0.0f)) throw std::invalid_argument("emulate_attention: softmax_scale is not resolved");
   if (shape.d > kMaxExactInt8Dim) throw std::invalid_argument("emulate_attention: head dimension too large");
+  if (options.softmax_tiles < 1 || options.softmax_tiles > 64) {
+    throw std::invalid_argument("emulate_attention: softmax_tiles must be in [1, 64]");
+  }
   if (!plan_fits(shape, plan)) {
     throw std::invalid_argument("emulate_attention: the routing plan was built for another shape");
   }

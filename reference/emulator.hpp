@@ -2,7 +2,8 @@
 // CPU model of the routed kernel's numerics (SPEC 7). It walks the same compute tiles in the same
 // order as the kernel and rounds at the same points, so a GPU kernel is compared with it tightly.
 //
-// Per (sequence, query head, query tile m), key tiles n in [0, legal_tile_end(m)) in `key_order`:
+// Per (sequence, query head, query tile m), key tiles n in [0, legal_tile_end(m)) in `key_order`,
+// in steps of EmulatorOptions::softmax_tiles tiles (scores per tile, the state update per step):
 //   route  = (word >> (n / g)) & 1
 //   FP16:  s = fp32(sum_k q*k) * scale_log2                  (scale_log2 = softmax_scale * log2 e, fp32)
 //          products exact, summed in double in ascending channel order, rounded once to fp32
@@ -31,6 +32,10 @@ enum class KeyOrder { ascending, descending };
 struct EmulatorOptions {
   Numerics numerics;
   KeyOrder key_order = KeyOrder::ascending;
+  // Key tiles per online-softmax step: the state (m, l, O) is updated once per step of this many
+  // consecutive tiles (aligned at multiples of it; the last step of a row may hold fewer), as the
+  // kernel that is emulated does (prefill v3: 2, gpu::prefill_softmax_tiles).
+  int softmax_tiles = 1;
 };
 
 struct EmulatorResult {

@@ -52,7 +52,10 @@ void check_prefill_case(const CaseSpec& spec, const DeviceChoice& device, Result
   const TileGeometry geometry = device.gpu ? gpu::tilemix_geometry(spec.shape.d) : spec.routing.geometry;
   const PreparedCase pc = prepare_case(spec, geometry);
   const ExactResult ref = exact_attention(spec.shape, pc.inputs);
-  const EmulatorResult emu = emulate_attention(spec.shape, pc.inputs, pc.plan, {spec.numerics, KeyOrder::ascending});
+  // ... and the softmax steps of the mainloop the case runs on.
+  EmulatorOptions options{spec.numerics, KeyOrder::ascending};
+  if (device.gpu) options.softmax_tiles = gpu::prefill_softmax_tiles(spec.prefill_mainloop);
+  const EmulatorResult emu = emulate_attention(spec.shape, pc.inputs, pc.plan, options);
   const std::vector<double> emu_o = half_to_double(emu.o);
 
   const CheckedCase checked{spec,

@@ -16,16 +16,18 @@ __device__ __forceinline__ float exp2_approx(float x) {
 
 __device__ __forceinline__ float round_to_half(float x) { return __half2float(__float2half_rn(x)); }
 
-// op over v[0 .. N-1] as a tree of depth log2(N) (N a power of two); v is overwritten.
+// op over v[0 .. N-1] as a tree of depth log2(N) (N a power of two); v is overwritten. One level
+// per instantiation: a loop over the levels was left rolled at N = 16, which put v in local memory.
 template <int N, class Op>
 __device__ __forceinline__ float tree_reduce(float (&v)[N], Op op) {
   static_assert((N & (N - 1)) == 0, "a power of two");
+  if constexpr (N == 1) {
+    return v[0];
+  } else {
 #pragma unroll
-  for (int width = N / 2; width >= 1; width /= 2) {
-#pragma unroll
-    for (int i = 0; i < width; ++i) v[i] = op(v[i], v[i + width]);
+    for (int i = 0; i < N / 2; ++i) v[i] = op(v[i], v[i + N / 2]);
+    return tree_reduce(reinterpret_cast<float(&)[N / 2]>(v), op);
   }
-  return v[0];
 }
 
 // op of each v[i] over the 4 lanes of a quad (the lanes that hold one row of an MMA fragment),

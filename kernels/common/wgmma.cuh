@@ -221,4 +221,13 @@ __device__ __forceinline__ void wgmma_pv_k64(float (&o)[64], const uint32_t (&a)
   wgmma_commit();
 }
 
+// O(64 x 128, f32) += P V over 128 keys: 8 k16 steps (V MN-major, 128 key rows per block).
+__device__ __forceinline__ void wgmma_pv_k128(float (&o)[64], const uint32_t (&a)[8][4], uint64_t v_desc) {
+  wgmma_fence_operands(o);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) wgmma_m64n128k16_f16_rs(o, a[kk], desc_advance(v_desc, 2048 * kk));
+  wgmma_commit();
+}
+
 }  // namespace tilemix::gpu

@@ -1,18 +1,21 @@
 #pragma once
-// The warp-specialized prefill mainloop (sm_90a, d = 128, prefill v3): the same walk, routes,
-// score formulas, mask, online softmax and rounding points as MainloopSm90, with the copies taken
-// off the consumers.
+// The warp-specialized prefill mainloop (sm_90a, d = 128, prefill v3): the same routes, score
+// formulas, mask and rounding points as MainloopSm90, in steps of two routing tiles (128 keys: the
+// online softmax updates once per step, as the emulator with softmax_tiles = 2 does), with the
+// copies taken off the consumers.
 //   Producer warpgroup (one thread issues): per work tile, Q (and Q8 when some key tile is
-//   INT8-routed) by TMA into their buffers once the consumers released them; per key tile, into
-//   the next free stage of a ring, K8 for an INT8-routed tile (quantize_once: half the bytes of K)
-//   or K, and V. The route bit decides the copy; the tile's K scale goes into the stage beside it.
-//   Consumer warpgroups (64 query rows each): per key tile, wait for the stage, S = Q K^T or
-//   Q8 K8^T (wgmma from shared memory), mask, softmax, O += P V, release the stage; the P V
-//   product of a tile runs under the next tile's score product and softmax.
-// Every stage has a full and an empty mbarrier (kernels/common/pipeline.cuh); Q has its own pair.
-// No CTA barrier in the loop: the warpgroups meet only on the sequence's partial last key tile,
-// whose V rows past the sequence end (another sequence's keys) are zeroed before P V, so that only
-// the sequence's own values reach O even where they are not finite.
+//   INT8-routed) by TMA into their buffers once the consumers released them; per step, into the
+//   next free K stage, per half K8 for an INT8-routed tile (quantize_once: half the bytes of K) or
+//   K, the half's K scale beside it; then both halves of V into the next free V stage. The route
+//   bit decides the copy.
+//   Consumer warpgroups (64 query rows each): per step, wait for the K stage, S = Q K^T or
+//   Q8 K8^T per half (wgmma from shared memory), release the K stage once the scores landed, mask,
+//   softmax, O += P V, release the V stage; a step's P V runs under the next step's score product
+//   and softmax.
+// Every K and V stage has a full and an empty mbarrier (kernels/common/pipeline.cuh); Q has its own
+// pair. No CTA barrier in the loop: the warpgroups meet only on the work tile's partial last step,
+// whose V rows past the tile's keys are zeroed before P V, so that only the sequence's own values
+// reach O even where the rows past it are not finite.
 #include <cuda.h>
 #include <cuda_fp16.h>
 
@@ -36,60 +39,65 @@
 namespace tilemix::gpu {
 
 // Parameters of the warp-specialized kernel: the common ones and the tensor maps of the TMA copies
-// (Q, K, V as 64-channel boxes of 128 bytes; Q8, K8 as 128-channel boxes), built on the host.
+// (Q, K, V as 64-channel boxes of 128 bytes; Q8, K8 as 128-channel boxes; K, K8 and V boxes of one
+// routing tile of keys), built on the host.
 struct KernelParamsWs {
   KernelParams p;
   CUtensorMap q, k, v, q8, k8;
   PersistentTiles tiles;
 };
 
-// [Q: two 64-channel blocks of 128 rows][Q8: 128 rows, routed only][stage s: K (or K8 in its first
-// block) | V] x kStages | barriers | K scales [kStages]. Every block is 1024-byte aligned (the
-// 128-byte swizzle's address bits).
+// [Q: two 64-channel blocks of 128 rows][Q8: 128 rows, routed only][K stage x kKStages][V stage x
+// kVStages] | barriers | K scales [kKStages][2]. A K or V stage holds a step's 128 keys as two
+// 64-channel blocks of 128 rows; an INT8-routed half h holds its K8 rows (128 channels) where the
+// first block's rows 64 h .. 64 h + 63 are, so two K8 halves make one 128-row K8 block. Every
+// block is 1024-byte aligned (the 128-byte swizzle's address bits).
 template <class Cfg, bool kRouted>
 struct PrefillSmemWs {
   static constexpr int kChannelBlocks = Cfg::kHeadDim / 64;
   static constexpr int kQBlockBytes = 128 * Cfg::kBlockM;
-  static constexpr int kKBlockBytes = 128 * Cfg::kBlockN;
-  static constexpr int kStages = Cfg::kStages;
+  static constexpr int kHalfBytes = 128 * Cfg::kRouteTileN;  // one routing tile's rows of a block
+  static constexpr int kBlockBytes = 128 * Cfg::kBlockN;     // a step's rows of a block
+  static constexpr int kStageBytes = kChannelBlocks * kBlockBytes;
   static constexpr int kQ = 0;
   static constexpr int kQ8 = kQ + kChannelBlocks * kQBlockBytes;
-  static constexpr int kFirstStage = kQ8 + (kRouted ? kQBlockBytes : 0);
-  static constexpr int kKBytes = kChannelBlocks * kKBlockBytes;
-  static constexpr int kStageBytes = 2 * kKBytes;
-  static constexpr int kBarriers = kFirstStage + kStages * kStageBytes;
-  // full[s], empty[s], q_full, q_empty
-  static constexpr int kBarrierCount = 2 * kStages + 2;
+  static constexpr int kFirstK = kQ8 + (kRouted ? kQBlockBytes : 0);
+  static constexpr int kFirstV = kFirstK + Cfg::kKStages * kStageBytes;
+  static constexpr int kBarriers = kFirstV + Cfg::kVStages * kStageBytes;
+  // k_full[s], k_empty[s], v_full[s], v_empty[s], q_full, q_empty
+  static constexpr int kBarrierCount = 2 * Cfg::kKStages + 2 * Cfg::kVStages + 2;
   static constexpr int kKScales = kBarriers + 8 * kBarrierCount;
-  static constexpr int kBytes = kKScales + 4 * kStages;
+  static constexpr int kBytes = kKScales + 4 * 2 * Cfg::kKStages;
   static constexpr int kAllocBytes = kBytes + 1024;  // the base is aligned at run time
   static_assert(Cfg::kHeadDim == 128, "Q8 and K8 rows are one 128-byte block");
+  static_assert(Cfg::kBlockN == 2 * Cfg::kRouteTileN, "a step is two routing tiles");
   static_assert(kAllocBytes <= 227 * 1024, "a CTA may use 227 KB of shared memory");
 
   __device__ __forceinline__ static char* align(char* raw) {
     const uint32_t misalign = smem_address(raw) & 1023u;
     return raw + ((1024u - misalign) & 1023u);
   }
-  __device__ __forceinline__ static int k(int stage) { return kFirstStage + stage * kStageBytes; }
-  __device__ __forceinline__ static int v(int stage) { return k(stage) + kKBytes; }
-  __device__ __forceinline__ static uint64_t* full(char* smem, int stage) {
-    return reinterpret_cast<uint64_t*>(smem + kBarriers) + stage;
+  __device__ __forceinline__ static int k(int stage) { return kFirstK + stage * kStageBytes; }
+  __device__ __forceinline__ static int v(int stage) { return kFirstV + stage * kStageBytes; }
+  __device__ __forceinline__ static uint64_t* barrier(char* smem, int i) {
+    return reinterpret_cast<uint64_t*>(smem + kBarriers) + i;
   }
-  __device__ __forceinline__ static uint64_t* empty(char* smem, int stage) {
-    return reinterpret_cast<uint64_t*>(smem + kBarriers) + kStages + stage;
+  __device__ __forceinline__ static uint64_t* k_full(char* smem, int s) { return barrier(smem, s); }
+  __device__ __forceinline__ static uint64_t* k_empty(char* smem, int s) { return barrier(smem, Cfg::kKStages + s); }
+  __device__ __forceinline__ static uint64_t* v_full(char* smem, int s) {
+    return barrier(smem, 2 * Cfg::kKStages + s);
   }
-  __device__ __forceinline__ static uint64_t* q_full(char* smem) {
-    return reinterpret_cast<uint64_t*>(smem + kBarriers) + 2 * kStages;
+  __device__ __forceinline__ static uint64_t* v_empty(char* smem, int s) {
+    return barrier(smem, 2 * Cfg::kKStages + Cfg::kVStages + s);
   }
-  __device__ __forceinline__ static uint64_t* q_empty(char* smem) {
-    return reinterpret_cast<uint64_t*>(smem + kBarriers) + 2 * kStages + 1;
-  }
-  __device__ __forceinline__ static float* k_scale(char* smem, int stage) {
-    return reinterpret_cast<float*>(smem + kKScales) + stage;
+  __device__ __forceinline__ static uint64_t* q_full(char* smem) { return barrier(smem, kBarrierCount - 2); }
+  __device__ __forceinline__ static uint64_t* q_empty(char* smem) { return barrier(smem, kBarrierCount - 1); }
+  __device__ __forceinline__ static float* k_scale(char* smem, int stage, int half) {
+    return reinterpret_cast<float*>(smem + kKScales) + 2 * stage + half;
   }
 };
 
-// Position in the ring of stages, shared by producer and consumers: pass `it` over the ring uses
+// Position in a ring of stages, shared by producer and consumers: pass `it` over the ring uses
 // stage it % kStages with phase parity (it / kStages) & 1.
 template <int kStages>
 struct RingPosition {
@@ -119,6 +127,19 @@ struct TileRouting {
   }
 };
 
+// The routes of a step's two halves (a half past the work tile's last key tile takes none).
+struct StepRoutes {
+  bool halves2 = false;  // the step's second routing tile exists
+  bool int8[2] = {false, false};
+
+  template <bool kRouted>
+  __device__ __forceinline__ void next(TileRoutes& routes, const BlockInfo& blk, int step) {
+    halves2 = 2 * step + 1 < blk.key_tiles;
+    int8[0] = kRouted && routes.next();
+    int8[1] = kRouted && halves2 && routes.next();
+  }
+};
+
 template <class Cfg, ScorePaths kPaths>
 struct MainloopWs {
   static_assert(kPaths != ScorePaths::routed_on_the_fly, "on_the_fly runs on MainloopSm90");
@@ -127,20 +148,28 @@ struct MainloopWs {
   using Smem = PrefillSmemWs<Cfg, kRouted>;
   using Softmax = OnlineSoftmax<Cfg::kRowSlices, Cfg::kKeyFrags>;
   using Scores = float[Cfg::kRowSlices][Cfg::kKeyFrags][4];
-  using Ring = RingPosition<Cfg::kStages>;
+  using KRing = RingPosition<Cfg::kKStages>;
+  using VRing = RingPosition<Cfg::kVStages>;
   static constexpr int D = Cfg::kHeadDim;
+  static constexpr int kHalfN = Cfg::kRouteTileN;
 
   // Barrier arrivals: the producer's one arrive.expect_tx per fill; one arrive per consumer warp
   // per release.
   __device__ __forceinline__ static void init_barriers(char* smem) {
-    for (int s = 0; s < Cfg::kStages; ++s) {
-      mbarrier_init(Smem::full(smem, s), 1);
-      mbarrier_init(Smem::empty(smem, s), Cfg::kWarps);
+    for (int s = 0; s < Cfg::kKStages; ++s) {
+      mbarrier_init(Smem::k_full(smem, s), 1);
+      mbarrier_init(Smem::k_empty(smem, s), Cfg::kWarps);
+    }
+    for (int s = 0; s < Cfg::kVStages; ++s) {
+      mbarrier_init(Smem::v_full(smem, s), 1);
+      mbarrier_init(Smem::v_empty(smem, s), Cfg::kWarps);
     }
     mbarrier_init(Smem::q_full(smem), 1);
     mbarrier_init(Smem::q_empty(smem), Cfg::kWarps);
     fence_barrier_init();
   }
+
+  __device__ __forceinline__ static int steps(const BlockInfo& blk) { return (blk.key_tiles + 1) / 2; }
 
   // The producer's single issuing thread: every work tile of this CTA, in the consumers' order.
   __device__ __forceinline__ static void produce(const KernelParamsWs& w, char* smem) {
@@ -153,11 +182,12 @@ struct MainloopWs {
       tma_prefetch_descriptor(&w.q8);
       tma_prefetch_descriptor(&w.k8);
     }
-    Ring ring;
+    KRing k_ring;
+    VRing v_ring;
     unsigned q_parity = 0;
     for (int64_t t = blockIdx.x; t < w.tiles.count(); t += gridDim.x) {
       BlockInfo blk;
-      if (!w.tiles.template block<Cfg::kBlockM, Cfg::kBlockN>(p, t, blk)) continue;
+      if (!w.tiles.template block<Cfg::kBlockM, Cfg::kRouteTileN>(p, t, blk)) continue;
       TileRouting routing;
       routing.template load<kRouted>(p, blk);
       const int q_token0 = static_cast<int>(blk.q_token0<Cfg::kBlockM>(p));
@@ -178,27 +208,46 @@ struct MainloopWs {
       q_parity ^= 1u;
 
       TileRoutes routes(routing.word, routing.group, 0);
-      for (int n = 0; n < blk.key_tiles; ++n) {
-        mbarrier_wait(Smem::empty(smem, ring.stage), ring.parity ^ 1u);
-        uint64_t* full = Smem::full(smem, ring.stage);
+      for (int n = 0; n < steps(blk); ++n) {
+        StepRoutes step;
+        step.template next<kRouted>(routes, blk, n);
         const int key = k_token0 + n * Cfg::kBlockN;
-        const bool int8_tile = kRouted && routes.next();
-        if (kPaths == ScorePaths::routed_quantize_once && int8_tile) {
-          *Smem::k_scale(smem, ring.stage) = p.k_scale[(p.k_block_offset[blk.b] + n) * p.hk + blk.kv_head];
-          mbarrier_arrive_expect_tx(full, Smem::kKBlockBytes + Smem::kKBytes);
-          tma_load_3d(base + Smem::k(ring.stage), &w.k8, full, 0, blk.kv_head, key);
-        } else {
-          mbarrier_arrive_expect_tx(full, 2 * Smem::kKBytes);
+        // K: per half, K8 for an INT8-routed tile (its scale beside it) or K; no copy for a half
+        // past the tile's keys (the mask sets its scores to -inf).
+        mbarrier_wait(Smem::k_empty(smem, k_ring.stage), k_ring.parity ^ 1u);
+        uint64_t* k_full = Smem::k_full(smem, k_ring.stage);
+        const int halves = step.halves2 ? 2 : 1;
+        unsigned bytes = 0;
+        for (int h = 0; h < halves; ++h) bytes += step.int8[h] ? Smem::kHalfBytes : Smem::kChannelBlocks * Smem::kHalfBytes;
+        mbarrier_arrive_expect_tx(k_full, bytes);
+        for (int h = 0; h < halves; ++h) {
+          const uint32_t dst = base + Smem::k(k_ring.stage) + h * Smem::kHalfBytes;
+          if (kPaths == ScorePaths::routed_quantize_once && step.int8[h]) {
+            *Smem::k_scale(smem, k_ring.stage, h) =
+                p.k_scale[(p.k_block_offset[blk.b] + 2 * n + h) * p.hk + blk.kv_head];
+            tma_load_3d(dst, &w.k8, k_full, 0, blk.kv_head, key + h * kHalfN);
+          } else {
 #pragma unroll
-          for (int c = 0; c < Smem::kChannelBlocks; ++c) {
-            tma_load_3d(base + Smem::k(ring.stage) + c * Smem::kKBlockBytes, &w.k, full, 64 * c, blk.kv_head, key);
+            for (int c = 0; c < Smem::kChannelBlocks; ++c) {
+              tma_load_3d(dst + c * Smem::kBlockBytes, &w.k, k_full, 64 * c, blk.kv_head, key + h * kHalfN);
+            }
           }
         }
+        k_ring.advance();
+        // V: both halves (rows past the tensor read as zeros; the consumers zero the rows past
+        // the sequence's keys).
+        mbarrier_wait(Smem::v_empty(smem, v_ring.stage), v_ring.parity ^ 1u);
+        uint64_t* v_full = Smem::v_full(smem, v_ring.stage);
+        mbarrier_arrive_expect_tx(v_full, Smem::kStageBytes);
 #pragma unroll
-        for (int c = 0; c < Smem::kChannelBlocks; ++c) {
-          tma_load_3d(base + Smem::v(ring.stage) + c * Smem::kKBlockBytes, &w.v, full, 64 * c, blk.kv_head, key);
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+          for (int c = 0; c < Smem::kChannelBlocks; ++c) {
+            tma_load_3d(base + Smem::v(v_ring.stage) + c * Smem::kBlockBytes + h * Smem::kHalfBytes, &w.v, v_full,
+                        64 * c, blk.kv_head, key + h * kHalfN);
+          }
         }
-        ring.advance();
+        v_ring.advance();
       }
     }
   }
@@ -213,11 +262,12 @@ struct MainloopWs {
     const uint32_t base = smem_address(smem);
     const uint64_t q_desc = sw128_desc(base + Smem::kQ + wg_row0 * 128);
     const uint64_t q8_desc = sw128_desc(base + Smem::kQ8 + wg_row0 * 128);
-    Ring ring;
+    KRing k_ring;
+    VRing v_ring;
     unsigned q_parity = 0;
     for (int64_t t = blockIdx.x; t < w.tiles.count(); t += gridDim.x) {
       BlockInfo blk;
-      if (!w.tiles.template block<Cfg::kBlockM, Cfg::kBlockN>(p, t, blk)) continue;
+      if (!w.tiles.template block<Cfg::kBlockM, Cfg::kRouteTileN>(p, t, blk)) continue;
       TileRouting routing;
       routing.template load<kRouted>(p, blk);
       float q_factor = 0.0f;  // scale_q * scale_log2 (the query tile is one Q scale block)
@@ -233,44 +283,65 @@ struct MainloopWs {
       mbarrier_wait(Smem::q_full(smem), q_parity);
       q_parity ^= 1u;
       TileRoutes routes(routing.word, routing.group, 0);
-      const int last = blk.key_tiles - 1;
-      const int partial_from = blk.lk - last * Cfg::kBlockN;  // valid keys of the last tile
+      const int last = steps(blk) - 1;
+      // Keys of the last step whose V rows stay: those of the sequence and of the tile's key tiles.
+      const int last_valid = min(blk.lk, blk.key_tiles * kHalfN) - last * Cfg::kBlockN;
 
-      // Key tile n's scores: issued (S = Q K^T or Q8 K8^T), then finished once they landed
-      // (fp32 scores in the log2 domain, masked), then the softmax turns them into P.
-      bool int8_tile = false;
-      float k_scale = 0.0f;
-      // Both score products accumulate into the same 32 integer registers (s32 or the f32 bits), so
-      // that one register set is in flight however the tile is routed.
-      const auto issue_scores = [&](const Ring& at, uint32_t (&acc)[32]) {
-        mbarrier_wait(Smem::full(smem, at.stage), at.parity);
-        int8_tile = kRouted && routes.next();
-        const uint64_t k_desc = sw128_desc(base + Smem::k(at.stage));
-        if (kRouted && int8_tile) {
-          k_scale = *Smem::k_scale(smem, at.stage);
-          wgmma_scores_s8_d128(acc, q8_desc, k_desc);
+      // Step n's scores: issued (S = Q K^T or Q8 K8^T, one m64n64 product per half), then finished
+      // once they landed (fp32 scores in the log2 domain, masked), then the softmax turns them into
+      // P. Both score products of a half accumulate into the same 32 integer registers (s32 or the
+      // f32 bits), so that one register set is in flight however the halves are routed. (One
+      // m64n128 product for two halves of one path, beside m64n64 products on the same registers
+      // for mixed steps, made ptxas serialize every wgmma of the kernel: warning C7511.)
+      StepRoutes step;
+      float k_scale[2] = {0.0f, 0.0f};
+      const auto issue_scores = [&](int n, const KRing& at, uint32_t (&lo)[32], uint32_t (&hi)[32]) {
+        step.template next<kRouted>(routes, blk, n);
+        mbarrier_wait(Smem::k_full(smem, at.stage), at.parity);
+        const uint32_t k_base = base + Smem::k(at.stage);
+        if (kRouted) {
+          if (step.int8[0]) k_scale[0] = *Smem::k_scale(smem, at.stage, 0);
+          if (step.int8[1]) k_scale[1] = *Smem::k_scale(smem, at.stage, 1);
+        }
+        if (kRouted && step.int8[0]) {
+          wgmma_scores_s8_d128(lo, q8_desc, sw128_desc(k_base));
         } else {
-          wgmma_scores_f16_d128(acc, q_desc, Smem::kQBlockBytes, k_desc, Smem::kKBlockBytes);
+          wgmma_scores_f16_d128(lo, q_desc, Smem::kQBlockBytes, sw128_desc(k_base), Smem::kBlockBytes);
+        }
+        if (step.halves2) {
+          const uint32_t k_hi = k_base + Smem::kHalfBytes;
+          if (kRouted && step.int8[1]) {
+            wgmma_scores_s8_d128(hi, q8_desc, sw128_desc(k_hi));
+          } else {
+            wgmma_scores_f16_d128(hi, q_desc, Smem::kQBlockBytes, sw128_desc(k_hi), Smem::kBlockBytes);
+          }
         }
       };
-      const auto finish_scores = [&](int n, const Ring& at, uint32_t (&acc)[32], Scores& s) {
-        float (&x)[32] = reinterpret_cast<float(&)[32]>(s);
-        wgmma_fence_operands(acc);
-        if (kRouted && int8_tile) {
-          // s = fp32(C) * ((scale_q * scale_log2) * scale_k), as MainloopSm90.
-          const float factor = __fmul_rn(q_factor, k_scale);
+      const auto finish_scores = [&](int n, const KRing& at, uint32_t (&lo)[32], uint32_t (&hi)[32], Scores& s) {
+        float (&x)[64] = reinterpret_cast<float(&)[64]>(s);
+        wgmma_fence_operands(lo);
+        wgmma_fence_operands(hi);
+        // The scores are in registers: the K stage goes back to the producer.
+        if (lane == 0) mbarrier_arrive(Smem::k_empty(smem, at.stage));
 #pragma unroll
-          for (int i = 0; i < 32; ++i) x[i] = __fmul_rn(int8_dot_to_float(static_cast<int>(acc[i])), factor);
-        } else {
+        for (int h = 0; h < 2; ++h) {
+          if (kRouted && step.int8[h]) {
+            // s = fp32(C) * ((scale_q * scale_log2) * scale_k), as MainloopSm90.
+            const float factor = __fmul_rn(q_factor, k_scale[h]);
 #pragma unroll
-          for (int i = 0; i < 32; ++i) x[i] = __fmul_rn(__uint_as_float(acc[i]), p.scale_log2);
+            for (int i = 0; i < 32; ++i) {
+              x[32 * h + i] = __fmul_rn(int8_dot_to_float(static_cast<int>(h == 0 ? lo[i] : hi[i])), factor);
+            }
+          } else {
+#pragma unroll
+            for (int i = 0; i < 32; ++i) x[32 * h + i] = __fmul_rn(__uint_as_float(h == 0 ? lo[i] : hi[i]), p.scale_log2);
+          }
         }
         // The tile's last score product has read Q: the producer may bring the next tile's.
         if (n == last && lane == 0) mbarrier_arrive(Smem::q_empty(smem));
         if (TileMask<Cfg>::needed(blk, n, p.causal)) TileMask<Cfg>::apply(s, blk, n, p.causal, warp, lane);
-        if (n == last && partial_from < Cfg::kBlockN) zero_v_rows(smem, at.stage, partial_from, tid);
       };
-      // P of a tile as the A fragments of P V: the k16 step kk covers keys 16 kk .. 16 kk + 15,
+      // P of a step as the A fragments of P V: the k16 step kk covers keys 16 kk .. 16 kk + 15,
       // score fragments 2 kk and 2 kk + 1.
       uint32_t a[Cfg::kBlockN / 16][4];
       const auto pack_p = [&](const Scores& s) {
@@ -282,50 +353,52 @@ struct MainloopWs {
           a[kk][3] = pack_half2(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
         }
       };
-      const auto issue_pv = [&](const Ring& at) {
-        wgmma_pv_k64(acc_o, a, sw128_desc_mn(base + Smem::v(at.stage), Smem::kKBlockBytes));
+      const auto issue_pv = [&](int n, const VRing& at) {
+        mbarrier_wait(Smem::v_full(smem, at.stage), at.parity);
+        if (n == last && last_valid < Cfg::kBlockN) zero_v_rows(smem, at.stage, last_valid, tid);
+        wgmma_pv_k128(acc_o, a, sw128_desc_mn(base + Smem::v(at.stage), Smem::kBlockBytes));
       };
-      // P V of a tile done: its stage goes back to the producer.
-      const auto finish_pv = [&](const Ring& at) {
+      // P V of a step done: its V stage goes back to the producer.
+      const auto finish_pv = [&](const VRing& at) {
         wgmma_fence_operands(acc_o);
-        if (lane == 0) mbarrier_arrive(Smem::empty(smem, at.stage));
+        if (lane == 0) mbarrier_arrive(Smem::v_empty(smem, at.stage));
         if (p.fp16_state) o.round_to_half_state();
       };
 
-      // Tile n's P V runs under tile n + 1's score product and softmax: the steps per element
+      // Step n's P V runs under step n + 1's score product and softmax: the steps per element
       // (O = O * alpha_n+1 + P_n+1 V_n+1 after O += P_n V_n) are those of the sequential loop.
-      if (blk.key_tiles > 0) {
-        Ring prev = ring;
+      if (last >= 0) {
         {
-          uint32_t acc[32];
+          uint32_t lo[32], hi[32];
           Scores s;
-          issue_scores(ring, acc);
+          issue_scores(0, k_ring, lo, hi);
           wgmma_wait_all();
-          finish_scores(0, ring, acc, s);
+          finish_scores(0, k_ring, lo, hi, s);
           float alpha[Softmax::kRows];
           softmax.update(s, p.fp16_state, alpha);  // O is zero: alpha is not needed
           pack_p(s);
         }
-        ring.advance();
-        for (int n = 1; n < blk.key_tiles; ++n) {
-          uint32_t acc[32];  // the tile's s32 or f32 scores, in flight until the wait
+        k_ring.advance();
+        for (int n = 1; n <= last; ++n) {
+          uint32_t lo[32], hi[32];  // the step's s32 or f32 scores by half, in flight until the wait
           Scores s;
-          issue_scores(ring, acc);
-          issue_pv(prev);
+          issue_scores(n, k_ring, lo, hi);
+          issue_pv(n - 1, v_ring);
           wgmma_wait<1>();  // the scores landed; P V may still run
-          finish_scores(n, ring, acc, s);
+          finish_scores(n, k_ring, lo, hi, s);
           float alpha[Softmax::kRows];
           softmax.update(s, p.fp16_state, alpha);
           wgmma_wait_all();
-          finish_pv(prev);
+          finish_pv(v_ring);
           if (Softmax::any_moved(alpha)) o.rescale(alpha);
           pack_p(s);
-          prev = ring;
-          ring.advance();
+          k_ring.advance();
+          v_ring.advance();
         }
-        issue_pv(prev);
+        issue_pv(last, v_ring);
         wgmma_wait_all();
-        finish_pv(prev);
+        finish_pv(v_ring);
+        v_ring.advance();
       } else if (lane == 0) {
         mbarrier_arrive(Smem::q_empty(smem));
       }
@@ -333,19 +406,18 @@ struct MainloopWs {
     }
   }
 
-  // V rows [valid, kBlockN) of a stage to zero: past the sequence end the tile holds another
-  // sequence's keys (or TMA's zeros past the tensor), which P = 0 must not multiply into NaN. Every
-  // consumer thread has waited for the stage to land; both warpgroups read the whole tile, so they
-  // meet once the zeros are written.
+  // V rows [valid, kBlockN) of a stage to zero: past the sequence end the stage holds another
+  // sequence's keys (or TMA's zeros past the tensor), and past the work tile's key tiles keys no
+  // row sees, which P = 0 must not multiply into NaN. Every consumer thread has waited for the
+  // stage to land; both warpgroups read the whole step, so they meet once the zeros are written.
   __device__ __forceinline__ static void zero_v_rows(char* smem, int stage, int valid, int tid) {
     constexpr int kChunksPerRow = 8;  // 16-byte chunks of a 128-byte row
-    const int chunks = (Cfg::kBlockN - valid) * kChunksPerRow * Smem::kChannelBlocks;
+    const int block_chunks = (Cfg::kBlockN - valid) * kChunksPerRow;
     char* v = smem + Smem::v(stage);
-    for (int i = tid; i < chunks; i += Cfg::kThreads) {
-      const int block = i / ((Cfg::kBlockN - valid) * kChunksPerRow);
-      const int in_block = i % ((Cfg::kBlockN - valid) * kChunksPerRow);
+    for (int i = tid; i < block_chunks * Smem::kChannelBlocks; i += Cfg::kThreads) {
+      const int block = i / block_chunks, in_block = i % block_chunks;
       const int row = valid + in_block / kChunksPerRow;
-      *reinterpret_cast<uint4*>(v + block * Smem::kKBlockBytes + row * 128 + (in_block % kChunksPerRow) * 16) =
+      *reinterpret_cast<uint4*>(v + block * Smem::kBlockBytes + row * 128 + (in_block % kChunksPerRow) * 16) =
           make_uint4(0u, 0u, 0u, 0u);
     }
     fence_proxy_async_shared();  // the zeros reach wgmma's operand reads

@@ -6,6 +6,7 @@
 
 #include "core/quant.hpp"
 #include "core/tiling.hpp"
+#include "kernels/prefill/choices.hpp"
 
 namespace tilemix::gpu {
 
@@ -77,17 +78,22 @@ struct PrefillConfigSm90 {
 };
 
 // The warp-specialized mainloop (sm_90a, d = 128, prefill v3): one producer warpgroup issues TMA
-// copies into a ring of stages, two consumer warpgroups of 64 query rows each compute the same
-// 128-row query tile as PrefillConfigSm90 (same plans, words and emulator walk). One persistent CTA
-// per SM: the 240 registers a consumer thread may take (setmaxnreg) leave room for the scores of a
-// second tile in flight, and the ring takes the shared memory two CTAs would split. Stages: Q 32 KB,
-// Q8 16 KB and 5 x (K or K8 16 KB + V 16 KB) = 208 KB of the 227 KB a CTA may use; at about 0.6 us
-// of MMA work per tile and CTA, 5 tiles in flight cover more than the copy latency.
+// copies, two consumer warpgroups of 64 query rows each compute the same 128-row query tile as
+// PrefillConfigSm90. A consumer step covers two routing tiles, 128 keys: each 64-key half keeps
+// its own route, K scale and copy (K8 or K), so plans and words are unchanged, while the online
+// softmax, the mask and P V run once per 128 keys. Per key that halves the row reductions, the
+// O rescale, the barrier waits and the loop overhead of 64-key steps, and a score product of two
+// FP16 (or two INT8) halves is one m64n128 wgmma, which reads each Q fragment once for 128 keys.
+// One persistent CTA per SM: the registers setmaxnreg gives a consumer thread hold the scores of
+// a step in flight (64), O (64) and the previous step's P (32). Shared memory: Q 32 KB, Q8 16 KB,
+// 2 K stages and 2 V stages of 32 KB = 176 KB; K and V have their own full/empty barriers, so a K
+// stage returns to the producer once its scores landed, a step before its V does.
 template <int kHeadDim_>
 struct PrefillConfigWs {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kPrefillBlockM;
-  static constexpr int kBlockN = kPrefillBlockN;
+  static constexpr int kRouteTileN = kPrefillBlockN;  // keys per routing tile (plans, words, K scales)
+  static constexpr int kBlockN = 2 * kRouteTileN;     // keys per consumer step (mask, softmax, P V)
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kCtaThreads = 128 * (1 + kConsumerWarpgroups);
   // What the shared pieces (mask, softmax, accumulator, epilogue) see: the consumer warps.
@@ -97,12 +103,21 @@ struct PrefillConfigWs {
   static constexpr int kRowSlices = 1;
   static constexpr int kKeyFrags = kBlockN / 8;
   static constexpr int kDimFrags = kHeadDim / 8;
-  static constexpr int kStages = 5;
-  // setmaxnreg: 128 x 56 + 256 x 224 = 64,512 of the SM's 65,536 registers.
-  static constexpr int kProducerRegisters = 56;
-  static constexpr int kConsumerRegisters = 224;
+  static constexpr int kKStages = 2;
+  static constexpr int kVStages = 2;
+  // setmaxnreg: 128 x 24 + 256 x 240 = 64,512 of the SM's 65,536 registers.
+  static constexpr int kProducerRegisters = 24;
+  static constexpr int kConsumerRegisters = 240;
   static_assert(kHeadDim == 128, "the warp-specialized mainloop is built for d = 128");
   static_assert(kBlockM == 64 * kConsumerWarpgroups, "a consumer warpgroup owns 64 rows");
 };
+
+// Routing tiles per online-softmax step of the kernel a d = 128, fp32-accumulation call runs on
+// `mainloop` (automatic takes wgmma, choices.hpp).
+inline int softmax_tiles_of(PrefillMainloop mainloop) {
+  return mainloop == PrefillMainloop::warp_specialized
+             ? PrefillConfigWs<128>::kBlockN / PrefillConfigWs<128>::kRouteTileN
+             : 1;
+}
 
 }  // namespace tilemix::gpu

@@ -1,7 +1,7 @@
 // The prefill kernels against the emulator (tightly) and the exact reference, on fresh random
 // inputs: ragged lengths, varlen with length-1 and empty sequences, causal with Lq != Lk both
 // ways, GQA, d 64 and 128, every layout, both modes, both state and accumulation precisions, and
-// both d = 128 mainloops.
+// both d = 128 mainloops (the warp-specialized one against the emulator of its two-tile softmax steps).
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <stdexcept>
@@ -126,10 +126,18 @@ TEST_CASE("tilemix matches the emulator for every layout, both modes bit-identic
   }
 }
 
-TEST_CASE("the warp-specialized mainloop equals the wgmma mainloop bit for bit", "[gpu][prefill]") {
+EmulatorResult emulate_ws(const AttentionShape& s, const AttentionInputs& in, const RoutingPlan& plan,
+                          const Numerics& n) {
+  EmulatorOptions o;
+  o.numerics = n;
+  o.softmax_tiles = gpu::prefill_softmax_tiles(PrefillMainloop::warp_specialized);
+  return emulate_attention(s, in, plan, o);
+}
+
+TEST_CASE("the warp-specialized mainloop matches the emulator of its two-tile steps", "[gpu][prefill]") {
   // Every d = 128 problem above (varlen with empty and length-1 sequences, Lq < Lk, GQA 8), query
-  // tiles with no key, and a batch whose tiles outnumber the SMs, so that the persistent CTAs take
-  // several work tiles.
+  // tiles with no key, odd tile counts (a last step of one tile), and a batch whose tiles
+  // outnumber the SMs, so that the persistent CTAs take several work tiles.
   std::vector<Problem> problems;
   for (const Problem& pr : kProblems) {
     if (pr.d == 128) problems.push_back(pr);
@@ -137,31 +145,69 @@ TEST_CASE("the warp-specialized mainloop equals the wgmma mainloop bit for bit",
   problems.push_back({"causal Lq > Lk (query tiles with no key) d128", 2, 1, 128, true, {300}, {77}, InputKind::gaussian});
   problems.push_back({"non-causal varlen d128 GQA3, more tiles than SMs", 12, 4, 128, false,
                       {1500, 640, 129, 2000}, {1500, 640, 129, 2000}, InputKind::llm_like});
+  REQUIRE(gpu::prefill_softmax_tiles(PrefillMainloop::warp_specialized) == 2);
   for (const Problem& pr : problems) {
     const AttentionShape s = make_shape(pr.hq, pr.hk, pr.d, pr.causal, pr.lq, pr.lk);
     const AttentionInputs in = seeded_inputs(s, 41, pr.input);
+    const ExactResult exact = exact_attention(s, in);
     GpuProblem gpu(s, in);
+    gpu.set_mainloop(PrefillMainloop::warp_specialized);
     for (StatePrecision state : {StatePrecision::fp32, StatePrecision::fp16}) {
       INFO(pr.name << " state=" << to_string(state));
-      gpu.set_mainloop(PrefillMainloop::wgmma);
-      const KernelOutput flash_wgmma = gpu.flash(numerics(state));
-      gpu.set_mainloop(PrefillMainloop::warp_specialized);
-      const KernelOutput flash_ws = gpu.flash(numerics(state));
-      CHECK(identical(flash_ws, flash_wgmma));
+      const KernelOutput flash = gpu.flash(numerics(state));
       const RoutingPlan zero = uniform_plan(s, gpu::flash_geometry(pr.d), false);
-      CHECK(tight(compare_outputs(flash_ws, emulate(s, in, zero, numerics(state))), state));
+      const EmulatorResult flash_emu = emulate_ws(s, in, zero, numerics(state));
+      const Agreement fa = compare_outputs(flash, flash_emu);
+      INFO("flash_fp16: " << fa.describe());
+      CHECK(tight(fa, state));
+      // One mainloop: with every tile on FP16 the routed kernel is the baseline, bit for bit.
+      CHECK(identical(gpu.tilemix(zero, numerics(state)), flash));
       for (LayoutKind layout : {LayoutKind::one, LayoutKind::sptrans, LayoutKind::rowrand}) {
         INFO("layout=" << to_string(layout));
         const RoutingPlan plan = layout_plan(s, gpu::tilemix_geometry(pr.d), layout, 0.5, 7);
-        gpu.set_mainloop(PrefillMainloop::wgmma);
-        const KernelOutput wgmma = gpu.tilemix(plan, numerics(state));
-        gpu.set_mainloop(PrefillMainloop::warp_specialized);
         const KernelOutput ws = gpu.tilemix(plan, numerics(state));
-        CHECK(identical(ws, wgmma));
-        const Agreement a = compare_outputs(ws, emulate(s, in, plan, numerics(state)));
+        const EmulatorResult emu = emulate_ws(s, in, plan, numerics(state));
+        const Agreement a = compare_outputs(ws, emu);
         INFO(a.describe());
         CHECK(tight(a, state));
+        std::string why;
+        const bool accurate = as_accurate_as_emulator(ws, emu, exact, &why);
+        INFO(why);
+        CHECK(accurate);
       }
+    }
+  }
+}
+
+TEST_CASE("on the warp-specialized mainloop a flipped routing bit fails the tight comparison",
+          "[gpu][prefill][mutation]") {
+  // One query tile, four key tiles of one group each (two steps): flipping tile 1 or tile 2 makes a
+  // step of mixed halves, so each half's route reaches its own product and scale.
+  const AttentionShape s = make_shape(2, 1, 128, false, {128}, {256});
+  const AttentionInputs in = seeded_inputs(s, 43, InputKind::llm_like);
+  GpuProblem gpu(s, in);
+  gpu.set_mainloop(PrefillMainloop::warp_specialized);
+  for (LayoutKind layout : {LayoutKind::one, LayoutKind::zero}) {
+    const RoutingPlan plan = layout_plan(s, gpu::tilemix_geometry(128), layout);
+    REQUIRE(plan.tilings[0].g == 1);
+    const EmulatorResult emu = emulate_ws(s, in, plan, numerics());
+    CHECK(tight(compare_outputs(gpu.tilemix(plan, numerics()), emu)));
+    for (int tile : {1, 2}) {
+      INFO("flip of tile " << tile << " in a plan of layout " << to_string(layout));
+      std::vector<uint64_t> flipped = plan.words;
+      flipped[0] ^= 1ull << tile;
+      RoutingPlan mutated = plan;
+      set_explicit_words(mutated, flipped, "mutated words");
+      // The mutation must matter well beyond the tolerance, or this test proves nothing.
+      const Deviation model_shift = deviation(half_to_double(emulate_ws(s, in, mutated, numerics()).o),
+                                              half_to_double(emu.o));
+      REQUIRE(model_shift.rel_l2 > 3.0 * *tight_vs_emulator().rel_l2);
+      const KernelOutput mutant_o = gpu.tilemix(plan, flipped, numerics());
+      const Agreement mutant = compare_outputs(mutant_o, emu);
+      INFO("mutant: " << mutant.describe());
+      CHECK_FALSE(within(mutant.dev, tight_vs_emulator()));
+      // ... and the mutant is exactly what the emulator makes of the mutated words.
+      CHECK(tight(compare_outputs(mutant_o, emulate_ws(s, in, mutated, numerics()))));
     }
   }
 }

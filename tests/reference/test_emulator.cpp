@@ -275,6 +275,57 @@ TEST_CASE("emulator: awkward shapes, varlen, GQA, head dims, causal and not, geo
   }
 }
 
+TEST_CASE("emulator: softmax steps of two key tiles", "[emulator]") {
+  // The kernel with 128-key steps (prefill v3) updates the state once per two 64-key tiles: the
+  // same function up to fp32 rounding of the rescales, exactly the same where a row has one tile.
+  const TileGeometry geo{128, 64};
+  const auto with_steps = [](StatePrecision state, int tiles) {
+    EmulatorOptions o = options_with(state, AccumPrecision::fp32);
+    o.softmax_tiles = tiles;
+    return o;
+  };
+  SECTION("rows of one key tile: bit-identical") {
+    const AttentionShape s = make_shape(3, 1, 128, false, {200}, {64});
+    const AttentionInputs in = seeded_inputs(s, 71);
+    const RoutingPlan plan = checkerboard_plan(s, geo);
+    for (StatePrecision state : {StatePrecision::fp32, StatePrecision::fp16}) {
+      const EmulatorResult one = emulate_attention(s, in, plan, with_steps(state, 1));
+      const EmulatorResult two = emulate_attention(s, in, plan, with_steps(state, 2));
+      CHECK(one.o == two.o);
+      CHECK(one.lse == two.lse);
+    }
+  }
+  SECTION("longer rows: within rounding, not the same bits, as accurate") {
+    // Causal varlen with an odd tile count (a last step of one tile) and Lq < Lk.
+    const AttentionShape s = make_shape(4, 2, 128, true, {333, 70}, {1000, 129});
+    const AttentionInputs in = seeded_inputs(s, 72);
+    const ExactResult ref = exact_attention(s, in);
+    for (const bool mixed : {false, true}) {
+      const RoutingPlan plan = mixed ? checkerboard_plan(s, geo) : uniform_plan(s, geo, false);
+      for (StatePrecision state : {StatePrecision::fp32, StatePrecision::fp16}) {
+        const EmulatorResult one = emulate_attention(s, in, plan, with_steps(state, 1));
+        const EmulatorResult two = emulate_attention(s, in, plan, with_steps(state, 2));
+        std::vector<double> one_o(one.o.size());
+        for (size_t i = 0; i < one.o.size(); ++i) one_o[i] = half_to_float(one.o[i]);
+        const Deviation between = compare(two.o, one_o);
+        INFO("mixed " << mixed << " state " << to_string(state) << ": rel_l2 between steps " << between.rel_l2);
+        CHECK(between.nonfinite == 0);
+        CHECK(between.rel_l2 < (state == StatePrecision::fp16 ? 2e-3 : 2e-4));
+        CHECK(one.o != two.o);
+        CHECK(compare(two.o, ref.o).rel_l2 <= 1.1 * compare(one.o, ref.o).rel_l2 + 1e-4);
+        check_rows(s, two, ref, mixed ? 0.1 : 1e-2);
+      }
+    }
+  }
+  SECTION("steps outside [1, 64] are refused") {
+    const AttentionShape s = make_shape(1, 1, 64, false, {10}, {10});
+    const AttentionInputs in = seeded_inputs(s, 73);
+    const RoutingPlan plan = uniform_plan(s, geo, false);
+    CHECK_THROWS_WITH(emulate_attention(s, in, plan, with_steps(StatePrecision::fp32, 0)),
+                      Catch::Contains("softmax_tiles"));
+  }
+}
+
 TEST_CASE("emulator: B=1 Hq=8 Hk=2 L=2048 d=128 causal within 10 s", "[.][perf]") {
   const AttentionShape s = make_shape(8, 2, 128, true, {2048}, {2048});
   const AttentionInputs in = seeded_inputs(s, 42);
