@@ -73,6 +73,8 @@ void GpuProblem::set_routing(const RoutingPlan& plan, const std::vector<uint64_t
   group_ = gpu::to_device(plan.groups());
   total_query_tiles_ = plan.total_tiles();
   any_int8_ = gpu::any_int8_route(words);
+  const std::vector<int> groups = plan.groups();
+  even_route_groups_ = std::all_of(groups.begin(), groups.end(), [](int g) { return g % 2 == 0; });
 }
 
 void GpuProblem::launch_tilemix(const Numerics& numerics) {
@@ -81,6 +83,7 @@ void GpuProblem::launch_tilemix(const Numerics& numerics) {
   p.tile_offset = tile_offset_.as<const int64_t>();
   p.group = group_.as<const int>();
   p.total_query_tiles = total_query_tiles_;
+  p.even_route_groups = even_route_groups_;
   if (numerics.mode == QuantMode::quantize_once && any_int8_) gpu::quantize_qk(p, nullptr);
   gpu::tilemix_prefill(p, nullptr);
 }

@@ -118,6 +118,35 @@ __device__ __forceinline__ void wgmma_m64n64k16_f16(uint32_t (&d)[32], uint64_t 
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
+#define TILEMIX_WGMMA_REGS64                                                                     \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                      \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "             \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "              \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+
+// D(64x128, s32) = A(64x32, s8) B(32x128, s8) (+ D when `accumulate`), both from shared memory,
+// into 32-bit integer registers that an FP16 product shares on another path: columns 0-63 in lo,
+// 64-127 in hi (the m64n64 fragments of each half).
+__device__ __forceinline__ void wgmma_m64n128k32_s8(uint32_t (&lo)[32], uint32_t (&hi)[32], uint64_t desc_a,
+                                                    uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 " TILEMIX_WGMMA_REGS64 ", %64, %65, p;\n}\n"
+      : TILEMIX_WGMMA_ACC32("+r", lo), TILEMIX_WGMMA_ACC32("+r", hi)
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+// D(64x128, f32, held as its bits) = A(64x16, f16) B(16x128, f16) (+ D when `accumulate`), both
+// from shared memory; halves as wgmma_m64n128k32_s8.
+__device__ __forceinline__ void wgmma_m64n128k16_f16(uint32_t (&lo)[32], uint32_t (&hi)[32], uint64_t desc_a,
+                                                     uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " TILEMIX_WGMMA_REGS64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : TILEMIX_WGMMA_ACC32("+r", lo), TILEMIX_WGMMA_ACC32("+r", hi)
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
 // D(64x64, s32) = A(64x32, s8, registers: the mma.m16n8k32 A fragment of the warp's 16 rows)
 // B(32x64, s8, shared memory, K-major) (+ D when `accumulate`).
 __device__ __forceinline__ void wgmma_m64n64k32_s8_rs(int (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,
@@ -189,6 +218,28 @@ __device__ __forceinline__ void wgmma_scores_f16_d128(T (&s)[32], uint64_t q_des
     const uint32_t in_block = 32 * (kk % 4);
     wgmma_m64n64k16_f16(s, desc_advance(q_desc, (kk / 4) * q_block_bytes + in_block),
                         desc_advance(k_desc, (kk / 4) * k_block_bytes + in_block), kk);
+  }
+  wgmma_commit();
+}
+// The same over 128 keys (S 64 x 128 as two m64n64 halves): K or K8 as 128-row K-major blocks.
+__device__ __forceinline__ void wgmma_scores_s8_d128_n128(uint32_t (&lo)[32], uint32_t (&hi)[32], uint64_t q8_desc,
+                                                          uint64_t k8_desc) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    wgmma_m64n128k32_s8(lo, hi, desc_advance(q8_desc, 32 * kk), desc_advance(k8_desc, 32 * kk), kk);
+  }
+  wgmma_commit();
+}
+__device__ __forceinline__ void wgmma_scores_f16_d128_n128(uint32_t (&lo)[32], uint32_t (&hi)[32], uint64_t q_desc,
+                                                           uint32_t q_block_bytes, uint64_t k_desc,
+                                                           uint32_t k_block_bytes) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    const uint32_t in_block = 32 * (kk % 4);
+    wgmma_m64n128k16_f16(lo, hi, desc_advance(q_desc, (kk / 4) * q_block_bytes + in_block),
+                         desc_advance(k_desc, (kk / 4) * k_block_bytes + in_block), kk);
   }
   wgmma_commit();
 }

@@ -140,7 +140,10 @@ struct StepRoutes {
   }
 };
 
-template <class Cfg, ScorePaths kPaths>
+// kUniformSteps: the two halves of every step take one path (flash_fp16, or routing groups of an
+// even number of tiles), so a step's scores are one m64n128 product; otherwise one m64n64
+// product per half.
+template <class Cfg, ScorePaths kPaths, bool kUniformSteps>
 struct MainloopWs {
   static_assert(kPaths != ScorePaths::routed_on_the_fly, "on_the_fly runs on MainloopSm90");
   static constexpr bool kRouted = kPaths != ScorePaths::fp16;
@@ -287,12 +290,12 @@ struct MainloopWs {
       // Keys of the last step whose V rows stay: those of the sequence and of the tile's key tiles.
       const int last_valid = min(blk.lk, blk.key_tiles * kHalfN) - last * Cfg::kBlockN;
 
-      // Step n's scores: issued (S = Q K^T or Q8 K8^T, one m64n64 product per half), then finished
+      // Step n's scores: issued (S = Q K^T or Q8 K8^T, per half or per step), then finished
       // once they landed (fp32 scores in the log2 domain, masked), then the softmax turns them into
       // P. Both score products of a half accumulate into the same 32 integer registers (s32 or the
-      // f32 bits), so that one register set is in flight however the halves are routed. (One
-      // m64n128 product for two halves of one path, beside m64n64 products on the same registers
-      // for mixed steps, made ptxas serialize every wgmma of the kernel: warning C7511.)
+      // f32 bits), so that one register set is in flight however the halves are routed. (An m64n128
+      // product beside m64n64 products on the same registers in one kernel made ptxas serialize
+      // every wgmma of it, warning C7511: hence two instances.)
       StepRoutes step;
       float k_scale[2] = {0.0f, 0.0f};
       const auto issue_scores = [&](int n, const KRing& at, uint32_t (&lo)[32], uint32_t (&hi)[32]) {
@@ -302,6 +305,15 @@ struct MainloopWs {
         if (kRouted) {
           if (step.int8[0]) k_scale[0] = *Smem::k_scale(smem, at.stage, 0);
           if (step.int8[1]) k_scale[1] = *Smem::k_scale(smem, at.stage, 1);
+        }
+        if constexpr (kUniformSteps) {
+          // A missing second half reads a stale stage: scores the mask sets to -inf.
+          if (kRouted && step.int8[0]) {
+            wgmma_scores_s8_d128_n128(lo, hi, q8_desc, sw128_desc(k_base));
+          } else {
+            wgmma_scores_f16_d128_n128(lo, hi, q_desc, Smem::kQBlockBytes, sw128_desc(k_base), Smem::kBlockBytes);
+          }
+          return;
         }
         if (kRouted && step.int8[0]) {
           wgmma_scores_s8_d128(lo, q8_desc, sw128_desc(k_base));

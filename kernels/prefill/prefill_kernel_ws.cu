@@ -1,6 +1,7 @@
 // The warp-specialized prefill kernel (sm_90a, prefill v3): one persistent CTA per SM, a
 // producer warpgroup and two consumer warpgroups (MainloopWs), the consumers' epilogue straight
-// from registers. Instances: d = 128, fp32 P V accumulation, flash_fp16 and tilemix quantize_once.
+// from registers. Instances: d = 128, fp32 P V accumulation, flash_fp16 and tilemix quantize_once
+// (steps of one path for routing groups of an even number of tiles, of two otherwise).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,9 +18,9 @@
 namespace tilemix::gpu {
 namespace {
 
-template <class Cfg, ScorePaths kPaths>
+template <class Cfg, ScorePaths kPaths, bool kUniformSteps>
 __global__ void __launch_bounds__(Cfg::kCtaThreads, 1) prefill_kernel_ws(const __grid_constant__ KernelParamsWs w) {
-  using Mainloop = MainloopWs<Cfg, kPaths>;
+  using Mainloop = MainloopWs<Cfg, kPaths, kUniformSteps>;
   extern __shared__ __align__(1024) char smem_raw[];
   char* smem = Mainloop::Smem::align(smem_raw);
   if (threadIdx.x == 0) Mainloop::init_barriers(smem);
@@ -41,13 +42,11 @@ int sm_count(const std::string& context) {
   return sms;
 }
 
-}  // namespace
-
-template <ScorePaths kPaths>
-void launch_prefill_ws(const KernelParams& params, const PrefillTensors& tensors, const LaunchShape& shape,
-                       void* stream, const std::string& context) {
+template <ScorePaths kPaths, bool kUniformSteps>
+void launch_instance(const KernelParams& params, const PrefillTensors& tensors, const LaunchShape& shape, void* stream,
+                     const std::string& context) {
   using Cfg = PrefillConfigWs<128>;
-  using Mainloop = MainloopWs<Cfg, kPaths>;
+  using Mainloop = MainloopWs<Cfg, kPaths, kUniformSteps>;
   constexpr int D = Cfg::kHeadDim;
   KernelParamsWs w{};
   w.p = params;
@@ -63,7 +62,7 @@ void launch_prefill_ws(const KernelParams& params, const PrefillTensors& tensors
   w.tiles = PersistentTiles{static_cast<int>(shape.query_tiles), shape.heads, shape.batch};
 
   constexpr int kSmemBytes = Mainloop::Smem::kAllocBytes;
-  const auto kernel = prefill_kernel_ws<Cfg, kPaths>;
+  const auto kernel = prefill_kernel_ws<Cfg, kPaths, kUniformSteps>;
   TILEMIX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes), context);
   const int64_t tiles = shape.query_tiles * shape.heads * shape.batch;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(tiles, sm_count(context))));
@@ -73,9 +72,24 @@ void launch_prefill_ws(const KernelParams& params, const PrefillTensors& tensors
                  " smem=" + std::to_string(kSmemBytes));
 }
 
+}  // namespace
+
+template <ScorePaths kPaths>
+void launch_prefill_ws(const KernelParams& params, const PrefillTensors& tensors, const LaunchShape& shape,
+                       bool even_route_groups, void* stream, const std::string& context) {
+  if constexpr (kPaths == ScorePaths::fp16) {
+    launch_instance<kPaths, true>(params, tensors, shape, stream, context);
+  } else if (even_route_groups) {
+    launch_instance<kPaths, true>(params, tensors, shape, stream, context);
+  } else {
+    launch_instance<kPaths, false>(params, tensors, shape, stream, context);
+  }
+}
+
 template void launch_prefill_ws<ScorePaths::fp16>(const KernelParams&, const PrefillTensors&, const LaunchShape&,
-                                                  void*, const std::string&);
+                                                  bool, void*, const std::string&);
 template void launch_prefill_ws<ScorePaths::routed_quantize_once>(const KernelParams&, const PrefillTensors&,
-                                                                  const LaunchShape&, void*, const std::string&);
+                                                                  const LaunchShape&, bool, void*,
+                                                                  const std::string&);
 
 }  // namespace tilemix::gpu

@@ -145,6 +145,11 @@ TEST_CASE("the warp-specialized mainloop matches the emulator of its two-tile st
   problems.push_back({"causal Lq > Lk (query tiles with no key) d128", 2, 1, 128, true, {300}, {77}, InputKind::gaussian});
   problems.push_back({"non-causal varlen d128 GQA3, more tiles than SMs", 12, 4, 128, false,
                       {1500, 640, 129, 2000}, {1500, 640, 129, 2000}, InputKind::llm_like});
+  // Over 64 key tiles a group spans two tiles: steps of one path (the one-product instance)...
+  problems.push_back({"causal Lq < Lk d128, groups of two tiles", 2, 1, 128, true, {300}, {4200}, InputKind::llm_like});
+  // ... unless one sequence's groups are of one tile.
+  problems.push_back({"non-causal varlen d128, groups of two and one tiles", 2, 2, 128, false, {200, 130},
+                      {4200, 1000}, InputKind::gaussian});
   REQUIRE(gpu::prefill_softmax_tiles(PrefillMainloop::warp_specialized) == 2);
   for (const Problem& pr : problems) {
     const AttentionShape s = make_shape(pr.hq, pr.hk, pr.d, pr.causal, pr.lq, pr.lk);
@@ -181,33 +186,38 @@ TEST_CASE("the warp-specialized mainloop matches the emulator of its two-tile st
 
 TEST_CASE("on the warp-specialized mainloop a flipped routing bit fails the tight comparison",
           "[gpu][prefill][mutation]") {
-  // One query tile, four key tiles of one group each (two steps): flipping tile 1 or tile 2 makes a
-  // step of mixed halves, so each half's route reaches its own product and scale.
-  const AttentionShape s = make_shape(2, 1, 128, false, {128}, {256});
-  const AttentionInputs in = seeded_inputs(s, 43, InputKind::llm_like);
-  GpuProblem gpu(s, in);
-  gpu.set_mainloop(PrefillMainloop::warp_specialized);
-  for (LayoutKind layout : {LayoutKind::one, LayoutKind::zero}) {
-    const RoutingPlan plan = layout_plan(s, gpu::tilemix_geometry(128), layout);
-    REQUIRE(plan.tilings[0].g == 1);
-    const EmulatorResult emu = emulate_ws(s, in, plan, numerics());
-    CHECK(tight(compare_outputs(gpu.tilemix(plan, numerics()), emu)));
-    for (int tile : {1, 2}) {
-      INFO("flip of tile " << tile << " in a plan of layout " << to_string(layout));
-      std::vector<uint64_t> flipped = plan.words;
-      flipped[0] ^= 1ull << tile;
-      RoutingPlan mutated = plan;
-      set_explicit_words(mutated, flipped, "mutated words");
-      // The mutation must matter well beyond the tolerance, or this test proves nothing.
-      const Deviation model_shift = deviation(half_to_double(emulate_ws(s, in, mutated, numerics()).o),
-                                              half_to_double(emu.o));
-      REQUIRE(model_shift.rel_l2 > 3.0 * *tight_vs_emulator().rel_l2);
-      const KernelOutput mutant_o = gpu.tilemix(plan, flipped, numerics());
-      const Agreement mutant = compare_outputs(mutant_o, emu);
-      INFO("mutant: " << mutant.describe());
-      CHECK_FALSE(within(mutant.dev, tight_vs_emulator()));
-      // ... and the mutant is exactly what the emulator makes of the mutated words.
-      CHECK(tight(compare_outputs(mutant_o, emulate_ws(s, in, mutated, numerics()))));
+  // One query tile and every other group flipped: with groups of one tile every step then has
+  // mixed halves, so each half's route reaches its own product and scale; with groups of two
+  // tiles (66 key tiles) every other step of the one-product instance is rerouted.
+  for (const int64_t lk : {256, 4200}) {
+    const AttentionShape s = make_shape(2, 1, 128, false, {128}, {lk});
+    const AttentionInputs in = seeded_inputs(s, 43, InputKind::llm_like);
+    GpuProblem gpu(s, in);
+    gpu.set_mainloop(PrefillMainloop::warp_specialized);
+    for (LayoutKind layout : {LayoutKind::one, LayoutKind::zero}) {
+      const RoutingPlan plan = layout_plan(s, gpu::tilemix_geometry(128), layout);
+      REQUIRE(plan.tilings[0].g == (lk > 64 * 64 ? 2 : 1));
+      const EmulatorResult emu = emulate_ws(s, in, plan, numerics());
+      CHECK(tight(compare_outputs(gpu.tilemix(plan, numerics()), emu)));
+      for (int first : {0, 1}) {
+        INFO("lk " << lk << ": flip of every other group from " << first << " in a plan of layout "
+                   << to_string(layout));
+        std::vector<uint64_t> flipped = plan.words;
+        const int groups = plan.tilings[0].tmask;
+        flipped[0] ^= (0x5555555555555555ull << first) & (groups >= 64 ? ~0ull : (1ull << groups) - 1);
+        RoutingPlan mutated = plan;
+        set_explicit_words(mutated, flipped, "mutated words");
+        // The mutation must matter well beyond the tolerance, or this test proves nothing.
+        const EmulatorResult mutated_emu = emulate_ws(s, in, mutated, numerics());
+        const Deviation model_shift = deviation(half_to_double(mutated_emu.o), half_to_double(emu.o));
+        REQUIRE(model_shift.rel_l2 > 3.0 * *tight_vs_emulator().rel_l2);
+        const KernelOutput mutant_o = gpu.tilemix(plan, flipped, numerics());
+        const Agreement mutant = compare_outputs(mutant_o, emu);
+        INFO("mutant: " << mutant.describe());
+        CHECK_FALSE(within(mutant.dev, tight_vs_emulator()));
+        // ... and the mutant is exactly what the emulator makes of the mutated words.
+        CHECK(tight(compare_outputs(mutant_o, mutated_emu)));
+      }
     }
   }
 }
