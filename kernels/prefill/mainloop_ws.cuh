@@ -221,13 +221,18 @@ struct MainloopWs {
         uint64_t* k_full = Smem::k_full(smem, k_ring.stage);
         const int halves = step.halves2 ? 2 : 1;
         unsigned bytes = 0;
-        for (int h = 0; h < halves; ++h) bytes += step.int8[h] ? Smem::kHalfBytes : Smem::kChannelBlocks * Smem::kHalfBytes;
+        for (int h = 0; h < halves; ++h) {
+          bytes += step.int8[h] ? Smem::kHalfBytes : Smem::kChannelBlocks * Smem::kHalfBytes;
+          // The scale is stored before the arrive, whose release publishes it with the copy.
+          if (kPaths == ScorePaths::routed_quantize_once && step.int8[h]) {
+            *Smem::k_scale(smem, k_ring.stage, h) =
+                p.k_scale[(p.k_block_offset[blk.b] + 2 * n + h) * p.hk + blk.kv_head];
+          }
+        }
         mbarrier_arrive_expect_tx(k_full, bytes);
         for (int h = 0; h < halves; ++h) {
           const uint32_t dst = base + Smem::k(k_ring.stage) + h * Smem::kHalfBytes;
           if (kPaths == ScorePaths::routed_quantize_once && step.int8[h]) {
-            *Smem::k_scale(smem, k_ring.stage, h) =
-                p.k_scale[(p.k_block_offset[blk.b] + 2 * n + h) * p.hk + blk.kv_head];
             tma_load_3d(dst, &w.k8, k_full, 0, blk.kv_head, key + h * kHalfN);
           } else {
 #pragma unroll
