@@ -5,9 +5,10 @@ namespace tilemix {
 
 // Which mainloop a d = 128, fp32-accumulation prefill call runs: wgmma (prefill v2: two CTAs of
 // two warpgroups per SM, cp.async) or warp_specialized (prefill v3: a persistent CTA per SM, a TMA
-// producer warpgroup and two consumer warpgroups; flash_fp16 and quantize_once only). automatic
-// takes wgmma: v3 is not yet faster (docs/perf/prefill.md). d = 64 and fp16 accumulation run on
-// the mma.sync kernel whatever is asked.
+// producer warpgroup and two consumer warpgroups, 128-key steps; flash_fp16 and quantize_once
+// only). automatic takes wgmma: v3 does not serve on_the_fly, which must stay bit-identical to
+// quantize_once on one kernel, and is slower at 2k causal (docs/perf/prefill.md). d = 64 and fp16
+// accumulation run on the mma.sync kernel whatever is asked.
 enum class PrefillMainloop { automatic, wgmma, warp_specialized };
 
 inline const char* to_string(PrefillMainloop m) {
