@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake ninja-build g++ libcli11-dev libfmt-dev nlohmann-json3-dev libeigen3-dev catch2 python3
+packages=(cmake ninja-build g++ libcli11-dev libfmt-dev nlohmann-json3-dev libeigen3-dev catch2 python3 python3-matplotlib
           clang libclang-rt-dev libomp-dev)
 missing=()
 for p in "${packages[@]}"; do
