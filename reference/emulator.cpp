@@ -64,6 +64,7 @@ struct QueryTile {
 struct TileState {
   std::vector<float> row_max, row_sum, acc;  // m, l, O [rows, d]
   std::vector<float> score;                  // s of the current step [rows, softmax_tiles * block_n]
+  std::vector<float> score_scale;            // fused_score_scale: each raw score's scale [as score]
   std::vector<float> prob;                   // fp16(p) of one row of the step
   std::vector<double> dot;                   // FP16-path sums of one row [block_n]
   std::vector<float> int8_dot;               // INT8-path sums of one row [block_n]
@@ -85,6 +86,7 @@ class TileEmulator {
     st.row_sum.assign(rows, 0.0f);
     st.acc.assign(static_cast<size_t>(rows) * d, 0.0f);
     st.score.resize(static_cast<size_t>(rows) * stride);
+    if (options_.fused_score_scale) st.score_scale.resize(st.score.size());
     st.prob.resize(stride);
     st.dot.resize(block_n);
     st.int8_dot.resize(block_n);
@@ -103,7 +105,8 @@ class TileEmulator {
 
  private:
   // s of key tile n in the log2 domain, at column `col` of the step's rows (`stride` apart);
-  // illegal elements -inf.
+  // illegal elements -inf. With fused_score_scale: the raw score (float(C), or the fp32 sum) and
+  // its scale beside it.
   void scores(const QueryTile& tile, int n, TileState& st, int col, int stride) const {
     const SequenceTiling& t = plan_.tilings[tile.b];
     const int d = shape_.d, hq = shape_.hq, block_n = t.geometry.block_n;
@@ -116,6 +119,7 @@ class TileEmulator {
 
     for (int64_t r = 0; r < rows; ++r) {
       float* s = &st.score[static_cast<size_t>(r) * stride + col];
+      float* scale = options_.fused_score_scale ? &st.score_scale[static_cast<size_t>(r) * stride + col] : nullptr;
       const int64_t legal = std::clamp<int64_t>(visible_keys(i0 + r, t.lq, t.lk, t.causal) - j0, 0, width);
       const size_t q_offset = (static_cast<size_t>(q_first + r) * hq + tile.h) * d;
       if (int8) {
@@ -128,7 +132,15 @@ class TileEmulator {
           for (int64_t j = 0; j < legal; ++j) acc[j] += qc * k[j];
         }
         const float q_scale = ops_.q8.scale(tile.b, i0 + r, tile.h) * scale_log2_;
-        for (int64_t j = 0; j < legal; ++j) s[j] = acc[j] * (q_scale * ops_.k8.scale(tile.b, j0 + j, kvh));
+        for (int64_t j = 0; j < legal; ++j) {
+          const float factor = q_scale * ops_.k8.scale(tile.b, j0 + j, kvh);
+          if (scale) {
+            s[j] = acc[j];
+            scale[j] = factor;
+          } else {
+            s[j] = acc[j] * factor;
+          }
+        }
       } else {
         const float* q = &ops_.q[q_offset];
         double* acc = st.dot.data();
@@ -139,9 +151,17 @@ class TileEmulator {
           // fp16 x fp16 products are exact in fp32; the sum is kept in double.
           for (int64_t j = 0; j < legal; ++j) acc[j] += static_cast<double>(qc * k[j]);
         }
-        for (int64_t j = 0; j < legal; ++j) s[j] = static_cast<float>(acc[j]) * scale_log2_;
+        for (int64_t j = 0; j < legal; ++j) {
+          if (scale) {
+            s[j] = static_cast<float>(acc[j]);
+            scale[j] = scale_log2_;
+          } else {
+            s[j] = static_cast<float>(acc[j]) * scale_log2_;
+          }
+        }
       }
       std::fill(s + legal, s + width, kNegInf);
+      if (scale) std::fill(scale + legal, scale + width, 1.0f);
     }
   }
 
@@ -157,11 +177,13 @@ class TileEmulator {
 
     for (int64_t r = 0; r < rows; ++r) {
       const float* s = &st.score[static_cast<size_t>(r) * stride];
+      const float* scale = options_.fused_score_scale ? &st.score_scale[static_cast<size_t>(r) * stride] : nullptr;
       float* p16 = st.prob.data();
       float* o = &st.acc[static_cast<size_t>(r) * d];
 
       float tile_max = kNegInf;
-      for (int64_t j = 0; j < width; ++j) tile_max = std::max(tile_max, s[j]);
+      // Fused: the maximum of the rounded scaled scores, as the kernel's scaled maxima of raw ones.
+      for (int64_t j = 0; j < width; ++j) tile_max = std::max(tile_max, scale ? s[j] * scale[j] : s[j]);
       float m_new = std::max(st.row_max[r], tile_max);
       if (fp16_state) m_new = round_to_half(m_new);
       const float reference = m_new == kNegInf ? 0.0f : m_new;
@@ -169,7 +191,7 @@ class TileEmulator {
 
       float p_sum = 0.0f;
       for (int64_t j = 0; j < width; ++j) {
-        const float p = std::exp2(s[j] - reference);
+        const float p = std::exp2(scale ? std::fma(s[j], scale[j], -reference) : s[j] - reference);
         p_sum += p;
         p16[j] = round_to_half(p);
       }

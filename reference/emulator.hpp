@@ -12,6 +12,7 @@
 //   illegal (causal / bounds) elements: -inf
 //   m_new  = max(m, rowmax(s))            [fp16 state: rounded to fp16]
 //   p      = exp2(s - m_new), alpha = exp2(m - m_new)   (m_new = -inf uses 0)
+//            [fused_score_scale: p = exp2(fma(raw, scale, -m_new)), s = raw * scale as above]
 //   l      = l * alpha + rowsum(p)        [fp16 state: rounded]; rowsum of the fp32 p, keys ascending
 //   O      = O * alpha + fp16(p) @ V      [accum fp16: O*alpha rounded, then rounded after every
 //                                          16-key chunk; fp16 state: O rounded after the tile]
@@ -34,8 +35,12 @@ struct EmulatorOptions {
   KeyOrder key_order = KeyOrder::ascending;
   // Key tiles per online-softmax step: the state (m, l, O) is updated once per step of this many
   // consecutive tiles (aligned at multiples of it; the last step of a row may hold fewer), as the
-  // kernel that is emulated does (prefill v3: 2, gpu::prefill_softmax_tiles).
+  // kernel that is emulated does (prefill v3: 2, gpu::prefill_emulation).
   int softmax_tiles = 1;
+  // The score scale folded into the exponent, as prefill v3 does: p = exp2(fma(raw, scale, -ref))
+  // with raw = fp32(sum_k q*k) or fp32(sum_k q8*k8) and scale = scale_log2 or the INT8 factor; the
+  // row maximum is still that of round(raw * scale).
+  bool fused_score_scale = false;
 };
 
 struct EmulatorResult {

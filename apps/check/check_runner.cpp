@@ -52,9 +52,13 @@ void check_prefill_case(const CaseSpec& spec, const DeviceChoice& device, Result
   const TileGeometry geometry = device.gpu ? gpu::tilemix_geometry(spec.shape.d) : spec.routing.geometry;
   const PreparedCase pc = prepare_case(spec, geometry);
   const ExactResult ref = exact_attention(spec.shape, pc.inputs);
-  // ... and the softmax steps of the mainloop the case runs on.
+  // ... and the softmax steps and score rounding of the mainloop the case runs on.
   EmulatorOptions options{spec.numerics, KeyOrder::ascending};
-  if (device.gpu) options.softmax_tiles = gpu::prefill_softmax_tiles(spec.prefill_mainloop);
+  if (device.gpu) {
+    const PrefillEmulation emulation = gpu::prefill_emulation(spec.prefill_mainloop);
+    options.softmax_tiles = emulation.softmax_tiles;
+    options.fused_score_scale = emulation.fused_score_scale;
+  }
   const EmulatorResult emu = emulate_attention(spec.shape, pc.inputs, pc.plan, options);
   const std::vector<double> emu_o = half_to_double(emu.o);
 

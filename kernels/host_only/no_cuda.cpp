@@ -23,7 +23,7 @@ void select_device(int) { throw std::runtime_error("this build has no CUDA kerne
 // The geometry is known without a GPU: the emulator and the plans of a CPU-only run use it.
 TileGeometry tilemix_geometry(int d) { return prefill_geometry(d, "tilemix_geometry"); }
 TileGeometry flash_geometry(int d) { return prefill_geometry(d, "flash_geometry"); }
-int prefill_softmax_tiles(PrefillMainloop mainloop) { return softmax_tiles_of(mainloop); }
+PrefillEmulation prefill_emulation(PrefillMainloop mainloop) { return emulation_of(mainloop); }
 
 void quantize_qk(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
 void tilemix_prefill(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }

@@ -11,6 +11,14 @@ namespace tilemix {
 // accumulation run on the mma.sync kernel whatever is asked.
 enum class PrefillMainloop { automatic, wgmma, warp_specialized };
 
+// What a mainloop's numerics add to Numerics, for the emulator of its calls (EmulatorOptions):
+// key tiles per online-softmax step, and whether the score scale is folded into the exponent
+// (p = exp2(fma(raw, scale, -m)) instead of exp2(round(raw * scale) - m)).
+struct PrefillEmulation {
+  int softmax_tiles = 1;
+  bool fused_score_scale = false;
+};
+
 inline const char* to_string(PrefillMainloop m) {
   switch (m) {
     case PrefillMainloop::automatic: return "auto";

@@ -130,7 +130,7 @@ void launch(const PrefillParams& p, void* stream, const std::string& context) {
 
 TileGeometry tilemix_geometry(int d) { return prefill_geometry(d, "tilemix_geometry"); }
 TileGeometry flash_geometry(int d) { return prefill_geometry(d, "flash_geometry"); }
-int prefill_softmax_tiles(PrefillMainloop mainloop) { return softmax_tiles_of(mainloop); }
+PrefillEmulation prefill_emulation(PrefillMainloop mainloop) { return emulation_of(mainloop); }
 
 void tilemix_prefill(const PrefillParams& p, void* stream) {
   const std::string context = describe(p, "tilemix_prefill", true);

@@ -1,8 +1,9 @@
 #pragma once
 // The warp-specialized prefill mainloop (sm_90a, d = 128, prefill v3): the same routes, score
-// formulas, mask and rounding points as MainloopSm90, in steps of two routing tiles (128 keys: the
-// online softmax updates once per step, as the emulator with softmax_tiles = 2 does), with the
-// copies taken off the consumers.
+// products, mask and scale factors as MainloopSm90, in steps of two routing tiles (128 keys: the
+// online softmax updates once per step), the scale folded into the softmax's exponent (one FMA
+// per score, OnlineSoftmax::update_fused), with the copies taken off the consumers. The emulator
+// follows with softmax_tiles = 2 and fused_score_scale (gpu::prefill_step_numerics).
 //   Producer warpgroup (one thread issues): per work tile, Q (and Q8 when some key tile is
 //   INT8-routed) by TMA into their buffers once the consumers released them; per step, into the
 //   next free K stage, per half K8 for an INT8-routed tile (quantize_once: half the bytes of K) or
@@ -296,13 +297,14 @@ struct MainloopWs {
       const int last_valid = min(blk.lk, blk.key_tiles * kHalfN) - last * Cfg::kBlockN;
 
       // Step n's scores: issued (S = Q K^T or Q8 K8^T, per half or per step), then finished
-      // once they landed (fp32 scores in the log2 domain, masked), then the softmax turns them into
-      // P. Both score products of a half accumulate into the same 32 integer registers (s32 or the
+      // once they landed (raw fp32 scores and each half's scale into the log2 domain, masked),
+      // then the softmax turns them into P with the scale folded into its exponent. Both score products of a half accumulate into the same 32 integer registers (s32 or the
       // f32 bits), so that one register set is in flight however the halves are routed. (An m64n128
       // product beside m64n64 products on the same registers in one kernel made ptxas serialize
       // every wgmma of it, warning C7511: hence two instances.)
       StepRoutes step;
       float k_scale[2] = {0.0f, 0.0f};
+      float scale[2] = {0.0f, 0.0f};  // the step's score scale per half
       const auto issue_scores = [&](int n, const KRing& at, uint32_t (&lo)[32], uint32_t (&hi)[32]) {
         step.template next<kRouted>(routes, blk, n);
         mbarrier_wait(Smem::k_full(smem, at.stage), at.parity);
@@ -342,16 +344,17 @@ struct MainloopWs {
         if (lane == 0) mbarrier_arrive(Smem::k_empty(smem, at.stage));
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
+          // Raw scores, the scale of the half beside them (folded into the softmax's exponent):
+          // the INT8 path's exact float(C) with (scale_q * scale_log2) * scale_k, as MainloopSm90
+          // forms the factor, or the FP16 path's fp32 sums with scale_log2.
           if (kRouted && step.int8[h]) {
-            // s = fp32(C) * ((scale_q * scale_log2) * scale_k), as MainloopSm90.
-            const float factor = __fmul_rn(q_factor, k_scale[h]);
+            scale[h] = __fmul_rn(q_factor, k_scale[h]);
 #pragma unroll
-            for (int i = 0; i < 32; ++i) {
-              x[32 * h + i] = __fmul_rn(int8_dot_to_float(static_cast<int>(h == 0 ? lo[i] : hi[i])), factor);
-            }
+            for (int i = 0; i < 32; ++i) x[32 * h + i] = int8_dot_to_float(static_cast<int>(h == 0 ? lo[i] : hi[i]));
           } else {
+            scale[h] = p.scale_log2;
 #pragma unroll
-            for (int i = 0; i < 32; ++i) x[32 * h + i] = __fmul_rn(__uint_as_float(h == 0 ? lo[i] : hi[i]), p.scale_log2);
+            for (int i = 0; i < 32; ++i) x[32 * h + i] = __uint_as_float(h == 0 ? lo[i] : hi[i]);
           }
         }
         // The tile's last score product has read Q: the producer may bring the next tile's.
@@ -392,7 +395,7 @@ struct MainloopWs {
           wgmma_wait_all();
           finish_scores(0, k_ring, lo, hi, s);
           float alpha[Softmax::kRows];
-          softmax.update(s, p.fp16_state, alpha);  // O is zero: alpha is not needed
+          softmax.update_fused(s, scale, p.fp16_state, alpha);  // O is zero: alpha is not needed
           pack_p(s);
         }
         k_ring.advance();
@@ -404,7 +407,7 @@ struct MainloopWs {
           wgmma_wait<1>();  // the scores landed; P V may still run
           finish_scores(n, k_ring, lo, hi, s);
           float alpha[Softmax::kRows];
-          softmax.update(s, p.fp16_state, alpha);
+          softmax.update_fused(s, scale, p.fp16_state, alpha);
           wgmma_wait_all();
           finish_pv(v_ring);
           if (Softmax::any_moved(alpha)) o.rescale(alpha);

@@ -62,6 +62,59 @@ struct OnlineSoftmax {
     }
   }
 
+  // The same with the scale folded into the exponent (prefill v3): s holds raw scores (the FP16
+  // path's fp32 sums, the INT8 path's exact float(C)), fragments [0, kKeyFrags / 2) of each row
+  // scaled by scale[0] and the rest by scale[1] (a step's two routing tiles). The row maximum is
+  // max over halves of round(max(raw) * scale), which equals the maximum of the rounded scaled
+  // scores (scale > 0), and p = exp2(fma(raw, scale, -ref)): one FMA per element.
+  __device__ __forceinline__ void update_fused(float (&s)[kRowSlices][kKeyFrags][4], const float (&scale)[2],
+                                               bool fp16_state, float (&alpha)[kRows]) {
+    static_assert(kKeyFrags % 2 == 0, "two halves");
+    constexpr int kHalfFrags = kKeyFrags / 2;
+    float half_max[2 * kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int mi = r / 2, e0 = (r % 2) * 2;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float t[kHalfFrags];
+#pragma unroll
+        for (int ni = 0; ni < kHalfFrags; ++ni) {
+          t[ni] = fmaxf(s[mi][h * kHalfFrags + ni][e0], s[mi][h * kHalfFrags + ni][e0 + 1]);
+        }
+        half_max[2 * r + h] = tree_reduce(t, [](float a, float b) { return fmaxf(a, b); });
+      }
+    }
+    quad_reduce(half_max, [](float a, float b) { return fmaxf(a, b); });
+    float neg_ref[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const float tile_max = fmaxf(__fmul_rn(half_max[2 * r], scale[0]), __fmul_rn(half_max[2 * r + 1], scale[1]));
+      float m_new = fmaxf(row_max[r], tile_max);
+      if (fp16_state) m_new = round_to_half(m_new);
+      const float ref = m_new == -INFINITY ? 0.0f : m_new;
+      alpha[r] = exp2_approx(__fsub_rn(row_max[r], ref));
+      row_max[r] = m_new;
+      neg_ref[r] = -ref;
+    }
+#pragma unroll
+    for (int mi = 0; mi < kRowSlices; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < kKeyFrags; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[mi][ni][e] = exp2_approx(__fmaf_rn(s[mi][ni][e], scale[ni / kHalfFrags], neg_ref[mi * 2 + e / 2]));
+        }
+    float sum[kRows];
+    reduce_rows(s, sum, [](float a, float b) { return __fadd_rn(a, b); });
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      float l = __fadd_rn(__fmul_rn(row_sum[r], alpha[r]), sum[r]);
+      if (fp16_state) l = round_to_half(l);
+      row_sum[r] = l;
+    }
+  }
+
   // op over each of the thread's rows of s (pairs, then a tree over the key fragments), then over
   // the quad of lanes that shares the row.
   template <class Op>

@@ -112,12 +112,12 @@ struct PrefillConfigWs {
   static_assert(kBlockM == 64 * kConsumerWarpgroups, "a consumer warpgroup owns 64 rows");
 };
 
-// Routing tiles per online-softmax step of the kernel a d = 128, fp32-accumulation call runs on
-// `mainloop` (automatic takes wgmma, choices.hpp).
-inline int softmax_tiles_of(PrefillMainloop mainloop) {
-  return mainloop == PrefillMainloop::warp_specialized
-             ? PrefillConfigWs<128>::kBlockN / PrefillConfigWs<128>::kRouteTileN
-             : 1;
+// The emulation of a d = 128, fp32-accumulation call on `mainloop` (automatic takes wgmma,
+// choices.hpp): prefill v3 updates the softmax once per step of two routing tiles and folds the
+// scale into the exponent (OnlineSoftmax::update_fused).
+inline PrefillEmulation emulation_of(PrefillMainloop mainloop) {
+  if (mainloop != PrefillMainloop::warp_specialized) return {};
+  return {PrefillConfigWs<128>::kBlockN / PrefillConfigWs<128>::kRouteTileN, true};
 }
 
 }  // namespace tilemix::gpu

@@ -130,11 +130,13 @@ EmulatorResult emulate_ws(const AttentionShape& s, const AttentionInputs& in, co
                           const Numerics& n) {
   EmulatorOptions o;
   o.numerics = n;
-  o.softmax_tiles = gpu::prefill_softmax_tiles(PrefillMainloop::warp_specialized);
+  const PrefillEmulation emulation = gpu::prefill_emulation(PrefillMainloop::warp_specialized);
+  o.softmax_tiles = emulation.softmax_tiles;
+  o.fused_score_scale = emulation.fused_score_scale;
   return emulate_attention(s, in, plan, o);
 }
 
-TEST_CASE("the warp-specialized mainloop matches the emulator of its two-tile steps", "[gpu][prefill]") {
+TEST_CASE("the warp-specialized mainloop matches the emulator of its two-tile steps and fused scale", "[gpu][prefill]") {
   // Every d = 128 problem above (varlen with empty and length-1 sequences, Lq < Lk, GQA 8), query
   // tiles with no key, odd tile counts (a last step of one tile), and a batch whose tiles
   // outnumber the SMs, so that the persistent CTAs take several work tiles.
@@ -150,7 +152,8 @@ TEST_CASE("the warp-specialized mainloop matches the emulator of its two-tile st
   // ... unless one sequence's groups are of one tile.
   problems.push_back({"non-causal varlen d128, groups of two and one tiles", 2, 2, 128, false, {200, 130},
                       {4200, 1000}, InputKind::gaussian});
-  REQUIRE(gpu::prefill_softmax_tiles(PrefillMainloop::warp_specialized) == 2);
+  REQUIRE(gpu::prefill_emulation(PrefillMainloop::warp_specialized).softmax_tiles == 2);
+  REQUIRE(gpu::prefill_emulation(PrefillMainloop::warp_specialized).fused_score_scale);
   for (const Problem& pr : problems) {
     const AttentionShape s = make_shape(pr.hq, pr.hk, pr.d, pr.causal, pr.lq, pr.lk);
     const AttentionInputs in = seeded_inputs(s, 41, pr.input);

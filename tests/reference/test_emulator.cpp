@@ -75,9 +75,11 @@ TEST_CASE("emulator follows the documented rounding points", "[emulator]") {
   }
   const float scale_log2 = 0.37f * 1.44269504088896340736f;
 
-  auto expect = [&](float s0, float s1) {
-    const float m = std::max(s0, s1);
-    const float p0 = std::exp2(s0 - m), p1 = std::exp2(s1 - m);
+  // p from s - m, or with the scale folded into the exponent from fma(raw, scale, -m).
+  auto expect_p = [&](float s0, float s1, float scale, bool fused) {
+    const float m = fused ? std::max(s0 * scale, s1 * scale) : std::max(s0, s1);
+    const float p0 = fused ? std::exp2(std::fma(s0, scale, -m)) : std::exp2(s0 - m);
+    const float p1 = fused ? std::exp2(std::fma(s1, scale, -m)) : std::exp2(s1 - m);
     const float l = p0 + p1;
     EmulatorResult r;
     for (int c = 0; c < 64; ++c) {
@@ -89,6 +91,9 @@ TEST_CASE("emulator follows the documented rounding points", "[emulator]") {
     r.lse.push_back((m + std::log2(l)) * 0.69314718055994530942f);
     return r;
   };
+  auto expect = [&](float s0, float s1) { return expect_p(s0, s1, 1.0f, false); };
+  EmulatorOptions fused = kDefault;
+  fused.fused_score_scale = true;
 
   SECTION("FP16 path") {
     double dot0 = 0, dot1 = 0;
@@ -100,6 +105,10 @@ TEST_CASE("emulator follows the documented rounding points", "[emulator]") {
     const EmulatorResult got = emulate_attention(s, in, uniform_plan(s, TileGeometry{64, 64}, false), kDefault);
     CHECK(got.o == want.o);
     CHECK(got.lse == want.lse);
+    const EmulatorResult want_fused = expect_p(static_cast<float>(dot0), static_cast<float>(dot1), scale_log2, true);
+    const EmulatorResult got_fused = emulate_attention(s, in, uniform_plan(s, TileGeometry{64, 64}, false), fused);
+    CHECK(got_fused.o == want_fused.o);
+    CHECK(got_fused.lse == want_fused.lse);
   }
   SECTION("INT8 path") {
     const QuantizedTensor q8 = quantize_blockwise(in.q, s.cu_seqlens_q, 1, 64, kBlockQ);
@@ -114,6 +123,10 @@ TEST_CASE("emulator follows the documented rounding points", "[emulator]") {
     const EmulatorResult got = emulate_attention(s, in, uniform_plan(s, TileGeometry{64, 64}, true), kDefault);
     CHECK(got.o == want.o);
     CHECK(got.lse == want.lse);
+    const EmulatorResult want_fused = expect_p(static_cast<float>(c0), static_cast<float>(c1), sq * sk, true);
+    const EmulatorResult got_fused = emulate_attention(s, in, uniform_plan(s, TileGeometry{64, 64}, true), fused);
+    CHECK(got_fused.o == want_fused.o);
+    CHECK(got_fused.lse == want_fused.lse);
   }
 }
 

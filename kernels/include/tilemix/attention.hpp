@@ -55,9 +55,9 @@ struct PrefillParams {
 // emulator must be built with it.
 TileGeometry tilemix_geometry(int d);
 TileGeometry flash_geometry(int d);
-// Key tiles per online-softmax step of a d = 128, fp32-accumulation call on `mainloop` (2 for
-// warp_specialized, 1 otherwise): the emulator's EmulatorOptions::softmax_tiles for that call.
-int prefill_softmax_tiles(PrefillMainloop mainloop);
+// How the emulator follows a d = 128, fp32-accumulation call on `mainloop` (EmulatorOptions'
+// softmax_tiles and fused_score_scale): steps of 2 tiles and the fused scale on warp_specialized.
+PrefillEmulation prefill_emulation(PrefillMainloop mainloop);
 
 // Launches on `stream` (a cudaStream_t passed as void*; nullptr = default stream). Throws
 // std::invalid_argument for unsupported values (d, numerics) naming the value, and CudaError
