@@ -185,12 +185,12 @@ int main(int argc, char** argv) {
       nlohmann::json& recorded = provenance["shard"] = shard->provenance;
       // What else shapes the rows: merge joins only shards run alike.
       recorded["run"] = {{"device", where.gpu ? "gpu" : "cpu"}, {"deviation", deviation}, {"reference", reference}};
+      const double total_work = recorded["total_work"];
       fmt::print(stderr, "tilemix-bench: shard {}: {} of {} groups of cases that share inputs, {} of {} cases, "
                  "{:.0f}% of the estimated work\n",
                  app::to_string(*shard_spec), recorded["groups"].size(), recorded["group_count"].dump(),
                  shard->config.cases.size(), sweep.cases.size(),
-                 recorded["total_work"] > 0.0 ? 100.0 * recorded["work"].get<double>() / recorded["total_work"].get<double>()
-                                              : 100.0);
+                 total_work > 0.0 ? 100.0 * recorded["work"].get<double>() / total_work : 100.0);
     }
     const ExperimentConfig& config = shard ? shard->config : sweep;
     const auto write_out = [&](const ResultTable& table) {
@@ -240,13 +240,13 @@ int main(int argc, char** argv) {
                  config.name, config.cases.size());
       table = app::run_emulator_bench(config, dump_dir);
     }
+    if (shard) provenance["shard"]["complete"] = !app::interrupted();
     fmt::print("{}", app::render(table, format, provenance));
     if (!where.gpu && format == "table" && !model) {
       fmt::print("hh INT8: share of each query's heavy-hitter attention mass (smallest key sets reaching 5/10/20/30%\n"
                  "of the row) computed on the INT8 path; importance = attention probability P (the paper's\n"
                  "gradient-weighted importance needs a model loss)\n");
     }
-    if (shard) provenance["shard"]["complete"] = !app::interrupted();
     write_out(table);
     return app::interrupted() ? app::kExitRuntime : app::kExitOk;
   });

@@ -274,7 +274,9 @@ TEST_CASE("a shard file that cannot be read or was not written with --shard is a
        "$.rows[0].case: 'not-a-case' is not one of the cases of shard 1/2"},
       {(dir / "absent.json").string(), "cannot open file"},
       {dir.string(), "is a directory"}};
-  for (const auto& [path, expected] : bad) {
+  for (const auto& file : bad) {
+    const std::string& path = file.first;
+    const std::string& expected = file.second;
     INFO(path);
     const auto [where, what] = input_error([&] { read_shard_output(path); });
     CHECK(has(where, path));
@@ -361,8 +363,9 @@ std::vector<std::string> csv_lines_without(const fs::path& path, const std::stri
 }
 
 // Runs the config unsharded and as `n` shards, merges the shards (given last to first) and
-// checks the merge against the unsharded run; returns the merged document.
-nlohmann::json shard_and_merge(const fs::path& dir, const nlohmann::json& config, int n, const std::string& timing) {
+// checks the merge against the unsharded run; returns the merged document and the shards' files.
+std::pair<nlohmann::json, std::string> shard_and_merge(const fs::path& dir, const nlohmann::json& config, int n,
+                                                       const std::string& timing) {
   const std::string cfg = write_file(dir / "cfg.json", config.dump());
   const std::string base = kBench + " --device cpu --format json --config '" + cfg + "'";
   const Run full = run(base + " --out '" + (dir / "full.json").string() + "'");
@@ -388,7 +391,7 @@ nlohmann::json shard_and_merge(const fs::path& dir, const nlohmann::json& config
   CHECK(without(doc.at("rows"), timing) == without(unsharded.at("rows"), timing));
   CHECK(doc.at("provenance").at("config") == unsharded.at("provenance").at("config"));
   CHECK(doc.at("provenance").at("merge").at("shards").size() == static_cast<size_t>(n));
-  return doc;
+  return {doc, inputs};
 }
 
 }  // namespace
@@ -397,14 +400,17 @@ TEST_CASE("tilemix-bench --shard runs and merge joins the CPU emulator sweep as 
   const fs::path dir = temp_dir("emulator");
   nlohmann::json config = sweep_json("emulator-shards");
   config["defaults"]["input"] = {{"kind", "llm_like"}, {"seed", 5}};
-  const nlohmann::json doc = shard_and_merge(dir, config, 2, "cpu_ms");
+  // 4 shards of 3 groups: one shard is empty, and merges as such.
+  const auto [doc, inputs] = shard_and_merge(dir, config, 4, "cpu_ms");
   CHECK(doc.at("rows").size() == 6);
+  int empty = 0;
+  for (const auto& s : doc.at("provenance").at("merge").at("shards")) empty += s.at("shard").at("cases").empty();
+  CHECK(empty == 1);
 
   // CSV from the merge: the unsharded run's CSV, the wall times aside.
   const std::string cfg = (dir / "cfg.json").string();
   REQUIRE(run(kBench + " --device cpu --config '" + cfg + "' --out '" + (dir / "full.csv").string() + "'").code == 0);
-  const Run csv = run(kBench + " merge '" + (dir / "merged.csv").string() + "' '" + (dir / "shard1.json").string() +
-                      "' '" + (dir / "shard2.json").string() + "'");
+  const Run csv = run(kBench + " merge '" + (dir / "merged.csv").string() + "'" + inputs);
   INFO(csv.out);
   REQUIRE(csv.code == 0);
   CHECK(csv_lines_without(dir / "merged.csv", "cpu_ms") == csv_lines_without(dir / "full.csv", "cpu_ms"));
@@ -421,7 +427,7 @@ TEST_CASE("tilemix-bench --shard and merge keep the model sweep's group-by-group
         {"vocab", 16}}},
       {"cases", {{{"name", "one"}, {"layout", "one"}}, {{"name", "band"}, {"layout", "band"}, {"ratio", 0.5}}}},
       {"axes", {{"layers", {1, 2}}}}};
-  const nlohmann::json doc = shard_and_merge(dir, config, 2, "seconds");
+  const nlohmann::json doc = shard_and_merge(dir, config, 2, "seconds").first;
   std::vector<std::string> cases;
   for (const auto& row : doc.at("rows")) cases.push_back(row.at("case"));
   CHECK(cases.front() == "one/layers=1");
