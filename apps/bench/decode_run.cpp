@@ -31,15 +31,6 @@ constexpr size_t kCopyBytes = size_t{2} << 30;
 // so the FP16 source of a chunk stays small next to caches of many GiB.
 constexpr int64_t kChunkTokens = 8192;
 
-// Timing and cache contents do not depend on the values: Q, K and V are seeded N(0, 1) draws, Q
-// on the host, K and V on the device. The key groups the cases that share caches.
-std::string shape_key(const CaseSpec& spec) {
-  const DecodeShape& s = spec.decode->shape;
-  std::string key = fmt::format("{}/{}/{}/{}|", s.hq, s.hk, s.d, spec.input.seed);
-  for (size_t b = 0; b < s.cache_len.size(); ++b) key += fmt::format("{}:{},", s.cache_len[b], s.new_tokens[b]);
-  return key;
-}
-
 double gib(int64_t bytes) { return static_cast<double>(bytes) / double(1ull << 30); }
 
 // A shape's problem on one device: both caches filled by GPU appends, the new tokens' append kept
@@ -271,7 +262,7 @@ void run_decode_bench(const ExperimentConfig& config, const std::vector<int>& de
                       const DecodeBenchOptions& options, ResultTable& table, const std::function<void()>& on_row,
                       const std::function<bool()>& stop) {
   // Cases grouped by shape (first-appearance order): a group's caches are built once.
-  const auto groups = group_cases(config, shape_key);
+  const auto groups = group_cases(config, decode_group_key);
   std::atomic<int> cases_done{0};
   shard_over_devices(groups, devices, table, on_row,
                      [&](const std::vector<const CaseGroup*>& share, int device, const RowSink& emit) {

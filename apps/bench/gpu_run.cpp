@@ -24,16 +24,6 @@
 namespace tilemix::app {
 namespace {
 
-// What the inputs, flash_fp16 and the baselines depend on: the shape (every sequence length),
-// the numerics, the mainloop and the input spec. Cases with equal keys share them.
-std::string group_key(const CaseSpec& spec) {
-  const AttentionShape& s = spec.shape;
-  return nlohmann::json{s.hq, s.hk, s.d, s.causal, s.softmax_scale, s.cu_seqlens_q, s.cu_seqlens_k,
-                        to_string(spec.numerics.state), to_string(spec.numerics.accum),
-                        to_string(spec.prefill_mainloop), spec.json.value("input", nlohmann::json::object())}
-      .dump();
-}
-
 struct MethodRun {
   std::optional<gpu::TimingResult> timing;  // empty when the method could not run
   std::string status = "ok";                // "ok", "OOM (...)", "unavailable (...)"
@@ -67,9 +57,9 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
     const CaseSpec& spec = *case_ptr;
     const int index = ++cases_done;
     if (stop()) return;
-    const bool first_of_group = group_key(spec) != inputs_key;
+    const bool first_of_group = prefill_group_key(spec) != inputs_key;
     if (first_of_group) {
-      inputs_key = group_key(spec);
+      inputs_key = prefill_group_key(spec);
       flash.reset();
       problem_ptr.reset();  // free the previous shape's device memory first
       inputs = make_inputs(spec.shape, spec.input, spec.where + ".input");
@@ -195,7 +185,7 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
 void run_gpu_bench(const ExperimentConfig& config, const std::vector<int>& devices, const GpuBenchOptions& options,
                    ResultTable& table, const std::function<void()>& on_row, const std::function<bool()>& stop) {
   // Groups share shape and inputs: only the routing plan changes between a group's cases.
-  const auto groups = group_cases(config, group_key);
+  const auto groups = group_cases(config, prefill_group_key);
   std::atomic<int> cases_done{0};
   Progress progress(static_cast<int>(config.cases.size()));
   shard_over_devices(groups, devices, table, on_row,

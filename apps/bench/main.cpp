@@ -1,21 +1,25 @@
 // tilemix-bench: routing plans, and sweeps of the routed kernel against its baselines.
 //   tilemix-bench plan --lq N --lk N --layout NAME --ratio R [...] [--json]
 //   tilemix-bench [--config FILE] [--device auto|cpu|gpu] [--set key=v1,v2] [--format md|csv|json]
-//                 [--out FILE] [--dump DIR] [--timeline DIR] [--list]
+//                 [--out FILE] [--shard K/N] [--dump DIR] [--timeline DIR] [--list]
+//   tilemix-bench merge OUT IN... [--partial]
 // A config's cases are all prefill, all decode ("kind": "decode") or all model ("kind": "model":
 // the multi-layer random model's logits with each method's attention, apps/bench/model_run.hpp).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <csignal>
+#include <optional>
 #include <fmt/core.h>
 
 #include "apps/bench/cpu_run.hpp"
 #include "apps/bench/decode_run.hpp"
 #include "apps/bench/gpu_run.hpp"
+#include "apps/bench/merge_command.hpp"
 #include "apps/bench/model_run.hpp"
 #include "apps/bench/plan_command.hpp"
 #include "apps/common/app_main.hpp"
 #include "apps/common/device_choice.hpp"
+#include "apps/common/sweep_shard.hpp"
 #include "core/config/experiment.hpp"
 #include "core/error.hpp"
 #include "core/report/table.hpp"
@@ -119,7 +123,7 @@ int main(int argc, char** argv) {
     std::string config_path, device = "auto", format = "table", out_path, dump_dir;
     std::vector<std::string> sets;
     bool list = false, deviation = false, reference = false;
-    std::string devices_arg;
+    std::string devices_arg, shard_arg;
     cli.add_option("--config", config_path, "experiment config (JSON); a small built-in sweep when absent");
     cli.add_option("--device", device, "auto | cpu | gpu");
     cli.add_option("--set", sets, "replace or add a sweep axis: key=v1,v2 (repeatable)");
@@ -131,11 +135,16 @@ int main(int argc, char** argv) {
     cli.add_option("--timeline", timeline_dir,
                    "decode, GPU: write each row's per-CTA timestamps (one more call) as CSV files here");
     cli.add_option("--devices", devices_arg, "GPU indices to shard the sweep over: 0,1,... or all (default 0)");
+    cli.add_option("--shard", shard_arg,
+                   "run the K-th of N slices of the sweep (K from 1; whole groups of cases, balanced by work); "
+                   "tilemix-bench merge joins the outputs");
     cli.add_flag("--list", list, "list methods, layouts and devices");
     cli.add_flag("--deviation", deviation, "GPU: add each method's relative L2 deviation from flash_fp16");
     cli.add_flag("--reference", reference, "GPU: add the deviation from the exact CPU reference (slow at long L)");
     app::PlanOptions plan_opts;
     CLI::App* plan = app::add_plan_command(cli, plan_opts);
+    app::MergeOptions merge_opts;
+    CLI::App* merge = app::add_merge_command(cli, merge_opts);
     try {
       cli.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -143,32 +152,52 @@ int main(int argc, char** argv) {
       return rc == 0 ? app::kExitOk : app::kExitBadInput;
     }
     if (plan->parsed()) return app::run_plan_command(plan_opts);
+    if (merge->parsed()) return app::run_merge_command(merge_opts, std::vector<std::string>(argv, argv + argc));
     if (list) {
       app::print_list();
       return app::kExitOk;
     }
 
+    const std::optional<app::ShardSpec> shard_spec =
+        shard_arg.empty() ? std::nullopt : std::optional<app::ShardSpec>(app::parse_shard(shard_arg));
     const app::DeviceChoice where = app::choose_device(device);
     if (!where.note.empty()) fmt::print(stderr, "tilemix-bench: note: {}\n", where.note);
     if (!where.gpu && !devices_arg.empty()) throw InputError("--devices", "needs a GPU run (--device gpu or auto)");
-    const ExperimentConfig config =
+    const ExperimentConfig sweep =
         config_path.empty() ? parse_config(nlohmann::json::parse(app::default_bench_config_json()), "<built-in>", sets)
                             : load_config(config_path, sets);
     Provenance prov{"tilemix-bench", std::vector<std::string>(argv, argv + argc),
-                    config_path.empty() ? "<built-in>" : config_path, config.json, app::device_provenance(where)};
-    const nlohmann::json provenance = provenance_json(prov);
+                    config_path.empty() ? "<built-in>" : config_path, sweep.json, app::device_provenance(where)};
+
+    const CaseKind kind = case_kind(sweep.cases.front());
+    const auto other_kind = [&](const CaseSpec& c) { return case_kind(c) != kind; };
+    if (std::any_of(sweep.cases.begin(), sweep.cases.end(), other_kind)) {
+      throw InputError(prov.config_path, "mixes case kinds (prefill, decode, model); give each kind its own config");
+    }
+    const bool decode = kind == CaseKind::decode, model = kind == CaseKind::model;
+
+    nlohmann::json provenance = provenance_json(prov);
+    std::optional<app::SweepShard> shard;
+    if (shard_spec) {
+      // Only the CPU emulator sweep writes its rows in the config's order; the others group by group.
+      const bool by_case = kind == CaseKind::prefill && !where.gpu;
+      shard = app::select_shard(sweep, *shard_spec, by_case ? app::RowOrder::by_case : app::RowOrder::by_group);
+      nlohmann::json& recorded = provenance["shard"] = shard->provenance;
+      // What else shapes the rows: merge joins only shards run alike.
+      recorded["run"] = {{"device", where.gpu ? "gpu" : "cpu"}, {"deviation", deviation}, {"reference", reference}};
+      const double total_work = recorded["total_work"];
+      fmt::print(stderr, "tilemix-bench: shard {}: {} of {} groups of cases that share inputs, {} of {} cases, "
+                 "{:.0f}% of the estimated work\n",
+                 app::to_string(*shard_spec), recorded["groups"].size(), recorded["group_count"].dump(),
+                 shard->config.cases.size(), sweep.cases.size(),
+                 total_work > 0.0 ? 100.0 * recorded["work"].get<double>() / total_work : 100.0);
+    }
+    const ExperimentConfig& config = shard ? shard->config : sweep;
     const auto write_out = [&](const ResultTable& table) {
       if (out_path.empty()) return;
       const auto ext = out_path.substr(out_path.find_last_of('.') + 1);
       write_text_file(out_path, app::render(table, ext == "md" ? "md" : ext == "csv" ? "csv" : "json", provenance));
     };
-
-    const CaseKind kind = case_kind(config.cases.front());
-    const auto other_kind = [&](const CaseSpec& c) { return case_kind(c) != kind; };
-    if (std::any_of(config.cases.begin(), config.cases.end(), other_kind)) {
-      throw InputError(prov.config_path, "mixes case kinds (prefill, decode, model); give each kind its own config");
-    }
-    const bool decode = kind == CaseKind::decode, model = kind == CaseKind::model;
     if (!timeline_dir.empty() && !(decode && where.gpu)) {
       throw InputError("--timeline", "records the GPU decode kernels: use it with decode cases on a GPU");
     }
@@ -211,6 +240,7 @@ int main(int argc, char** argv) {
                  config.name, config.cases.size());
       table = app::run_emulator_bench(config, dump_dir);
     }
+    if (shard) provenance["shard"]["complete"] = !app::interrupted();
     fmt::print("{}", app::render(table, format, provenance));
     if (!where.gpu && format == "table" && !model) {
       fmt::print("hh INT8: share of each query's heavy-hitter attention mass (smallest key sets reaching 5/10/20/30%\n"

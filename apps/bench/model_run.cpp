@@ -24,24 +24,6 @@
 namespace tilemix::app {
 namespace {
 
-// What the reference model and flash_fp16 depend on; cases with equal keys share them.
-std::string group_key(const CaseSpec& spec) {
-  const AttentionShape& s = spec.shape;
-  return nlohmann::json{s.hq,
-                        s.hk,
-                        s.d,
-                        s.causal,
-                        s.softmax_scale,
-                        s.cu_seqlens_q,
-                        spec.model->layers,
-                        spec.model->vocab,
-                        spec.input.seed,
-                        to_string(spec.numerics.state),
-                        to_string(spec.numerics.accum),
-                        to_string(spec.prefill_mainloop)}
-      .dump();
-}
-
 RoutingPlan plan_for(const CaseSpec& spec, const TileGeometry& geometry, LayoutKind layout) {
   RoutingRequest request = spec.routing;
   request.layout = layout;
@@ -156,7 +138,7 @@ void run_model_bench(const ExperimentConfig& config, int device, ResultTable& ta
   for (const Method m : baselines) group_labels.push_back(to_string(m));
   Progress progress(static_cast<int>(config.cases.size()));
   int done = 0;
-  for (const CaseGroup& group : group_cases(config, group_key)) {
+  for (const CaseGroup& group : group_cases(config, model_group_key)) {
     const CaseSpec& first = *group.front();
     const RandomModel model = make_random_model(first.shape, first.model->layers, first.model->vocab,
                                                 first.input.seed);

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <exception>
-#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -11,20 +10,6 @@
 #include "tilemix/baselines.hpp"
 
 namespace tilemix::app {
-
-std::vector<CaseGroup> group_cases(const ExperimentConfig& config,
-                                   const std::function<std::string(const CaseSpec&)>& key) {
-  std::vector<std::string> keys;
-  std::map<std::string, CaseGroup> by_key;
-  for (const CaseSpec& spec : config.cases) {
-    const std::string k = key(spec);
-    if (!by_key.count(k)) keys.push_back(k);
-    by_key[k].push_back(&spec);
-  }
-  std::vector<CaseGroup> groups;
-  for (const auto& k : keys) groups.push_back(by_key[k]);
-  return groups;
-}
 
 void shard_over_devices(
     const std::vector<CaseGroup>& groups, const std::vector<int>& devices, ResultTable& table,

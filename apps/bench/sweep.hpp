@@ -1,23 +1,19 @@
 #pragma once
-// What every GPU sweep of tilemix-bench shares: grouping cases that can share device data,
-// dealing the groups to devices (one thread per device), collecting rows, and timing options.
+// What every GPU sweep of tilemix-bench shares: dealing the groups of cases that share device
+// data (apps/common/case_groups.hpp) to devices (one thread per device), collecting rows, and
+// timing options.
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "apps/common/case_groups.hpp"
 #include "core/config/experiment.hpp"
 #include "core/report/table.hpp"
 #include "tilemix/timing.hpp"
 
 namespace tilemix::app {
 
-using CaseGroup = std::vector<const CaseSpec*>;
 using RowSink = std::function<void(std::vector<Cell>)>;
-
-// Cases with equal `key` form one group (groups and cases in first-appearance order), so a group's
-// inputs are generated and uploaded once.
-std::vector<CaseGroup> group_cases(const ExperimentConfig& config,
-                                   const std::function<std::string(const CaseSpec&)>& key);
 
 // Deals `groups` round-robin to `devices` and runs `run(share, device, emit)` in one thread per
 // device; `emit` appends a finished row to `table` under a lock and calls `on_row` (the caller
