@@ -653,6 +653,31 @@ TEST_CASE("a listed method must run every case of the config", "[config]") {
   CHECK(case_kind(parse(config(prefill_case, "[]")).cases[0]) == CaseKind::prefill);
 }
 
+TEST_CASE("every paper config loads, is named after its tables and says what it reproduces", "[config]") {
+  const fs::path dir = fs::path(TILEMIX_SOURCE_DIR) / "configs/paper";
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".json") continue;
+    INFO(entry.path().string());
+    const ExperimentConfig cfg = load_config(entry.path().string());
+    REQUIRE_FALSE(cfg.cases.empty());
+    // scripts/reproduce.sh writes <name>.json and the renderer finds a table's result by it.
+    CHECK(cfg.name == entry.path().stem().string());
+    CHECK(cfg.name.rfind("table", 0) == 0);
+    CHECK(cfg.description.rfind("Paper table", 0) == 0);
+    // tilemix-bench runs one kind of case per config.
+    const CaseKind kind = case_kind(cfg.cases.front());
+    for (const CaseSpec& spec : cfg.cases) CHECK(case_kind(spec) == kind);
+    names.push_back(cfg.name);
+  }
+  std::sort(names.begin(), names.end());
+  // One config per reproducible table of the paper (tables 2, 3, 5, 11-20 and 23).
+  CHECK(names == std::vector<std::string>{"table02-11-prefill-llama3b", "table03-deviation", "table05-memory",
+                                          "table12-13-prefill-qwen7b", "table14-prefill-vicuna7b",
+                                          "table15-17-multilayer", "table18-vs-flash", "table19-accumulation",
+                                          "table20-accumulation-direct", "table23-heavy-hitter"});
+}
+
 TEST_CASE("every shipped config and the README's example parse", "[config]") {
   const fs::path root = TILEMIX_SOURCE_DIR;
   int parsed = 0;
