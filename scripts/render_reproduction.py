@@ -123,15 +123,28 @@ def number(text):
 
 
 def fmt(x, digits=3):
+    """A measured value or a ratio: `digits` significant digits, whole numbers from 1000 up."""
     if x is None:
         return "—"
     if isinstance(x, str):
         return x
     if x == 0:
         return "0"
-    if 1e-2 <= abs(x) < 1e4:
-        return f"{x:.{digits}g}" if abs(x) < 10 ** digits else f"{x:.0f}"
-    return f"{x:.{digits - 1}e}"
+    if abs(x) >= 10 ** (digits - 1) and abs(x) >= 1000:
+        return f"{x:.0f}"
+    if abs(x) >= 1e-2:
+        return f"{x:.{digits}g}"
+    return sci(x)
+
+
+def sci(x):
+    """A deviation as the paper writes them: 7.27e-5."""
+    if x is None:
+        return "—"
+    if x == 0:
+        return "0"
+    mantissa, exponent = f"{x:.2e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
 
 
 def paper_fmt(text):
@@ -379,7 +392,7 @@ class Renderer:
                         line += ["not measured", "", ""]
                         continue
                     mean = row.get("mean_abs_vs_compared")
-                    line += [fmt(row.get("coverage")), fmt(mean),
+                    line += [fmt(row.get("coverage")), sci(mean),
                              flags[r.label].cell(ratio(mean, top.get("mean_abs_vs_compared") if top else None),
                                                  p_ratio)]
                 rows.append(line)
@@ -482,7 +495,7 @@ class Renderer:
                         continue
                     our_ratio = ratio(value, flash.get("max_abs_dev") if ok(flash) else None) \
                         if selector and selector[0] == "tilemix" else None
-                    line += [fmt(value), flags[r.label].cell(our_ratio, p_ratio)]
+                    line += [fmt(value) if selector is None else sci(value), flags[r.label].cell(our_ratio, p_ratio)]
                 rows.append(line)
         return self.section(table_no, table(header, rows, 2),
                             [flags[r.label].summary(r.label + ", x flash_fp16") for r in sets])
@@ -520,7 +533,7 @@ class Renderer:
                     line += ["not measured", "", "", ""]
                     continue
                 mean = row.get("mean_abs_vs_compared")
-                line += [fmt(row.get("coverage")), fmt(row.get("max_abs_vs_compared")), fmt(mean),
+                line += [fmt(row.get("coverage")), sci(row.get("max_abs_vs_compared")), sci(mean),
                          flags[r.label].cell(ratio(mean, one.get("mean_abs_vs_compared") if one else None),
                                              p_ratio)]
             rows.append(line)

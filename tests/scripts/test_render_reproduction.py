@@ -179,7 +179,7 @@ class RenderReproduction(unittest.TestCase):
         flash = next(r for r in model if r["method"] == "flash_fp16" and r["lq"] == 1024)
         ours = [r for r in table_rows(t15) if r[:2] == ["1024", "Flash"]][0]
         self.assertEqual(ours[2], "1.57e-2")
-        self.assertIn(ours[6], ("0", f"{flash['max_abs_dev']:.3g}", f"{flash['max_abs_dev']:.2e}"))
+        self.assertAlmostEqual(float(ours[6]), flash["max_abs_dev"], delta=0.005 * flash["max_abs_dev"])
         # The CPU run has one layer only: the 12-layer table has no CPU rows.
         self.assertEqual([r for r in table_rows(section(self.doc, 16)) if r[:2] == ["1024", "Flash"]][0][6],
                          "not measured")
