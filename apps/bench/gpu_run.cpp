@@ -49,11 +49,14 @@ struct ComparedRun {
   std::string status;
 };
 
+// What the comparison's output depends on; a baseline runs without the routing.
 std::string comparison_key(const Comparison& c) {
-  const RoutingRequest& r = c.routing;
-  return nlohmann::json{to_string(c.method), to_string(r.layout), r.ratio, r.seed, r.group.value_or(0),
-                        to_string(c.numerics.state), to_string(c.numerics.accum), to_string(c.numerics.mode)}
-      .dump();
+  nlohmann::json key{to_string(c.method), to_string(c.numerics.state), to_string(c.numerics.accum)};
+  if (c.method == Method::tilemix) {
+    const RoutingRequest& r = c.routing;
+    key.insert(key.end(), {to_string(r.layout), r.ratio, r.seed, r.group.value_or(0), to_string(c.numerics.mode)});
+  }
+  return key.dump();
 }
 
 // Runs the comparison on `problem` with the mainloop set for the case; leaves the routing to be
