@@ -159,8 +159,6 @@ def ratio(a, b):
 
 
 def disagrees(ours, paper):
-    if ours is None or paper is None or ours <= 0 or paper <= 0:
-        return False
     return abs(math.log(ours / paper)) > math.log(FLAG_FACTOR)
 
 
@@ -173,7 +171,7 @@ class Flags:
 
     def cell(self, ours, paper):
         text = fmt(ours)
-        if ours is None or paper is None:
+        if ours is None or paper is None or ours <= 0 or paper <= 0:  # no factor between them
             return text
         self.compared += 1
         if disagrees(ours, paper):
@@ -189,7 +187,7 @@ class Flags:
 
 
 def table(header, rows, right_from=1):
-    out = ["| " + " | ".join(header) + " |",
+    out = ["| " + " | ".join(cell.replace("|", "\\|") for cell in header) + " |",
            "| " + " | ".join("---" if i < right_from else "---:" for i in range(len(header))) + " |"]
     out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
     return "\n".join(out)
@@ -392,9 +390,9 @@ class Renderer:
                         line += ["not measured", "", ""]
                         continue
                     mean = row.get("mean_abs_vs_compared")
+                    our_ratio = ratio(mean, top.get("mean_abs_vs_compared") if top else None)
                     line += [fmt(row.get("coverage")), sci(mean),
-                             flags[r.label].cell(ratio(mean, top.get("mean_abs_vs_compared") if top else None),
-                                                 p_ratio)]
+                             fmt(our_ratio) if pct == 25 else flags[r.label].cell(our_ratio, p_ratio)]
                 rows.append(line)
         return self.section(3, table(header, rows, 2), [flags[r.label].summary(r.label + ", / 25%") for r in sets])
 
@@ -427,8 +425,9 @@ class Renderer:
                 mib = row.get("resident_mib")
                 without = mib - self.output_mib(row) if mib is not None else None
                 flash_without = flash["resident_mib"] - self.output_mib(flash) if ok(flash) else None
+                our_ratio = ratio(without, flash_without)
                 line += [fmt(mib, 5), fmt(row.get("resident_measured_mib"), 5), fmt(without, 5),
-                         flags[r.label].cell(ratio(without, flash_without), p_ratio)]
+                         fmt(our_ratio) if method == "flash_fp16" else flags[r.label].cell(our_ratio, p_ratio)]
             rows.append(line)
         body = table(header, rows)
         per_tile = [k for k in self.values if k[0] == 5 and k[2] != "Resident HBM"]
@@ -519,7 +518,7 @@ class Renderer:
         rows = []
         for name in paper_rows:
             base, accum = self.difference_case(name)
-            one_name = "One" + (f" ({accum}acc)" if accum else "") if table_no != 18 else "One (100% INT8)"
+            one_name = "One" + (f" (fp{accum}acc)" if accum else "") if table_no != 18 else "One (100% INT8)"
             p_max = self.paper(table_no, name, columns[0], metric_names[0])
             p_mean = self.paper(table_no, name, columns[1], metric_names[1])
             p_ratio = ratio(number(p_mean), number(self.paper(table_no, one_name, columns[1], metric_names[1])))
@@ -533,9 +532,9 @@ class Renderer:
                     line += ["not measured", "", "", ""]
                     continue
                 mean = row.get("mean_abs_vs_compared")
+                our_ratio = ratio(mean, one.get("mean_abs_vs_compared") if one else None)
                 line += [fmt(row.get("coverage")), sci(row.get("max_abs_vs_compared")), sci(mean),
-                         flags[r.label].cell(ratio(mean, one.get("mean_abs_vs_compared") if one else None),
-                                             p_ratio)]
+                         fmt(our_ratio) if base == "one" else flags[r.label].cell(our_ratio, p_ratio)]
             rows.append(line)
         return self.section(table_no, table(header, rows),
                             [flags[r.label].summary(r.label + ", mean / one") for r in sets])
