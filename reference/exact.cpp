@@ -91,7 +91,10 @@ ExactResult exact_attention(const AttentionShape& shape, const AttentionInputs& 
 }
 
 std::vector<uint16_t> exact_attention_fp16(const AttentionShape& shape, const AttentionInputs& inputs) {
-  const ExactResult exact = exact_attention(shape, inputs);
+  return rounded_to_fp16(exact_attention(shape, inputs));
+}
+
+std::vector<uint16_t> rounded_to_fp16(const ExactResult& exact) {
   std::vector<uint16_t> o(exact.o.size());
   for (size_t i = 0; i < o.size(); ++i) o[i] = float_to_half(static_cast<float>(exact.o[i]));
   return o;

@@ -19,5 +19,7 @@ ExactResult exact_attention(const AttentionShape& shape, const AttentionInputs& 
 // The exact output rounded once to FP16 bits [total_q, hq, d]: an FP16 attention without any
 // rounding of its own (the reference attention of the random model on the CPU).
 std::vector<uint16_t> exact_attention_fp16(const AttentionShape& shape, const AttentionInputs& inputs);
+// The same from an exact result already at hand.
+std::vector<uint16_t> rounded_to_fp16(const ExactResult& exact);
 
 }  // namespace tilemix

@@ -15,6 +15,7 @@
 #include "apps/common/progress.hpp"
 #include "apps/common/table_columns.hpp"
 #include "core/metrics.hpp"
+#include "core/routing/layout.hpp"
 #include "reference/exact.hpp"
 #include "tilemix/attention.hpp"
 #include "tilemix/baselines.hpp"
@@ -31,9 +32,61 @@ struct MethodRun {
   std::vector<uint16_t> o;                  // FP16 output, fetched when a deviation is asked for
 };
 
+// The output of the run a case's compare_with names, on the case's inputs (untimed): "ok", or
+// why it could not run (torch_like out of memory).
+struct ComparedRun {
+  std::vector<uint16_t> o;
+  std::string status;
+};
+
+// What the comparison's output depends on; a baseline runs without the routing.
+std::string comparison_key(const Comparison& c) {
+  nlohmann::json key{to_string(c.method), to_string(c.numerics.state), to_string(c.numerics.accum)};
+  if (c.method == Method::tilemix) {
+    const RoutingRequest& r = c.routing;
+    key.insert(key.end(), {to_string(r.layout), r.ratio, r.seed, r.group.value_or(0), to_string(c.numerics.mode)});
+  }
+  return key.dump();
+}
+
+// Runs the comparison on `problem` with the mainloop set for the case; leaves the routing to be
+// set again for the case's own runs.
+ComparedRun compared_run(const CaseSpec& spec, const Comparison& c, GpuProblem& problem) {
+  ComparedRun run;
+  run.status = run_status([&] {
+    switch (c.method) {
+      case Method::tilemix: {
+        RoutingRequest request = c.routing;
+        request.geometry = gpu::tilemix_geometry(spec.shape.d);
+        run.o = problem.tilemix(make_plan(spec.shape, request, spec.where), c.numerics).o;
+        return;
+      }
+      case Method::flash_fp16:
+        run.o = problem.flash(c.numerics).o;
+        return;
+      case Method::torch_like: {
+        std::string why;
+        if (!gpu::baseline_available(gpu::Baseline::torch_like, spec.shape, &why)) throw std::invalid_argument(why);
+        gpu::TorchLikeRunner runner(spec.shape);
+        runner.run(problem.params(c.numerics), nullptr);
+        run.o = problem.fetch().o;
+        return;
+      }
+      case Method::cudnn_fp16:
+      case Method::cudnn_fp8:
+      case Method::fp16_cache:  // the config reader refuses them in compare_with
+        break;
+    }
+    throw std::logic_error(std::string("compare_with cannot run ") + to_string(c.method));
+  });
+  return run;
+}
+
 }  // namespace
 
-ResultTable gpu_bench_table() { return prefill_gpu_table().empty_table(); }
+ResultTable gpu_bench_table(const ExperimentConfig& config) {
+  return prefill_gpu_table(compares(config)).empty_table();
+}
 
 namespace {
 
@@ -42,6 +95,7 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
                 int device_index, const GpuBenchOptions& options, std::atomic<int>& cases_done,
                 Progress& progress, const RowSink& emit, const std::function<bool()>& stop) {
   const std::vector<Method> methods = methods_to_run(config, CaseKind::prefill);
+  const TableLayout<PrefillGpuRow>& layout = prefill_gpu_table(compares(config));
   gpu::select_device(device_index);
   const gpu::TimingOptions timing = timing_options(config.timing);
   std::vector<const CaseSpec*> order_of_cases;
@@ -53,6 +107,7 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
   // flash_fp16 of the current group: timed once, with the group's first case, and the base of
   // every case's speedup and deviation. The baselines' rows are printed with the first case too.
   std::optional<MethodRun> flash;
+  std::map<std::string, ComparedRun> compared_runs;  // the group's, by comparison_key
   for (const CaseSpec* case_ptr : order_of_cases) {
     const CaseSpec& spec = *case_ptr;
     const int index = ++cases_done;
@@ -61,6 +116,7 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
     if (first_of_group) {
       inputs_key = prefill_group_key(spec);
       flash.reset();
+      compared_runs.clear();
       problem_ptr.reset();  // free the previous shape's device memory first
       inputs = make_inputs(spec.shape, spec.input, spec.where + ".input");
       problem_ptr = std::make_unique<GpuProblem>(spec.shape, inputs);
@@ -71,8 +127,19 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
     RoutingRequest request = spec.routing;
     request.geometry = gpu::tilemix_geometry(spec.shape.d);
     const PreparedCase pc{spec, make_plan(spec.shape, request, spec.where), {}};
-    problem.set_routing(pc.plan, pc.plan.words);
     problem.set_mainloop(spec.prefill_mainloop);
+    const ComparedRun* compared = nullptr;
+    if (spec.compare_with) {
+      const std::string key = comparison_key(*spec.compare_with);
+      auto it = compared_runs.find(key);
+      if (it == compared_runs.end()) {
+        progress.step(index, fmt::format("gpu {}: {} compare_with {}", device_index, spec.name,
+                                         spec.compare_with->label));
+        it = compared_runs.emplace(key, compared_run(spec, *spec.compare_with, problem)).first;
+      }
+      compared = &it->second;
+    }
+    problem.set_routing(pc.plan, pc.plan.words);
     const double ops = attention_ops(spec.shape);
     const double tokens = static_cast<double>(spec.shape.total_q());
 
@@ -151,7 +218,7 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
         if (run.timing->throttled) {
           fmt::print(stderr, "tilemix-bench: warning: {} {}: {}\n", spec.name, name, run.timing->clock_note);
         }
-        if (options.deviation_vs_flash || options.deviation_vs_reference || is_flash) {
+        if (options.deviation_vs_flash || options.deviation_vs_reference || is_flash || compared) {
           run.o = problem.fetch().o;
         }
       });
@@ -168,14 +235,23 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
         }
         if (reference) rel_l2_vs_ref = deviation(half_to_double(r.o), reference->o).rel_l2;
       }
-      emit(prefill_gpu_table().cells({{spec, name, is_routed(method), &pc.plan},
-                                      {timing_of(r.timing), device_index, r.status},
-                                      ops,
-                                      tokens,
-                                      timing_of(flash_run.timing),
-                                      {r.resident_bytes, r.resident_measured},
-                                      rel_l2_vs_flash,
-                                      rel_l2_vs_ref}));
+      std::optional<ComparedDeviation> vs_compared;
+      if (compared) {
+        const std::string& label = spec.compare_with->label;
+        vs_compared = ComparedDeviation{compared->status == "ok" ? label : label + ": " + compared->status, {}};
+        if (r.timing && !compared->o.empty()) {
+          vs_compared->deviation = deviation(half_to_double(r.o), half_to_double(compared->o));
+        }
+      }
+      emit(layout.cells({{spec, name, is_routed(method), &pc.plan},
+                         {timing_of(r.timing), device_index, r.status},
+                         ops,
+                         tokens,
+                         timing_of(flash_run.timing),
+                         {r.resident_bytes, r.resident_measured},
+                         rel_l2_vs_flash,
+                         rel_l2_vs_ref,
+                         vs_compared}));
     }
   }
 }

@@ -15,8 +15,8 @@ struct GpuBenchOptions {
   bool deviation_vs_reference = false;  // vs the exact CPU reference (slow for long sequences)
 };
 
-// Empty table with the bench's columns.
-ResultTable gpu_bench_table();
+// Empty table with the bench's columns for `config` (prefill_gpu_table(compares(config))).
+ResultTable gpu_bench_table(const ExperimentConfig& config);
 
 // Runs the sweep, sharded over `devices` (shape groups dealt round-robin, one thread per device).
 // `on_row` is called after every finished row (the caller rewrites its output files then, so an

@@ -227,7 +227,7 @@ int main(int argc, char** argv) {
         app::run_decode_bench(config, devices, app::DecodeBenchOptions{timeline_dir}, table,
                               [&] { write_out(table); }, app::interrupted);
       } else {
-        table = app::gpu_bench_table();
+        table = app::gpu_bench_table(config);
         const app::GpuBenchOptions options{deviation, reference};
         app::run_gpu_bench(config, devices, options, table, [&] { write_out(table); }, app::interrupted);
       }

@@ -130,12 +130,26 @@ TableLayout<GpuMeasurement> device_columns() {
   return t;
 }
 
+// The deviation of a row from its case's compare_with run.
+TableLayout<std::optional<ComparedDeviation>> comparison_columns() {
+  using Compared = std::optional<ComparedDeviation>;
+  const auto metric = [](double Deviation::*field) {
+    return [field](const Compared& c) { return c && c->deviation ? Cell{(*c->deviation).*field} : Cell{}; };
+  };
+  TableLayout<Compared> t;
+  t.add({"compared_with", "compared with"}, [](const Compared& c) { return c ? Cell{c->with} : Cell{}; });
+  t.add({"max_abs_vs_compared", "max|d| cmp", 3}, metric(&Deviation::max_abs));
+  t.add({"mean_abs_vs_compared", "mean|d| cmp", 3}, metric(&Deviation::mean_abs));
+  t.add({"rel_l2_vs_compared", "rel.L2 cmp", 3}, metric(&Deviation::rel_l2));
+  return t;
+}
+
 // `base`'s median over `timing`'s; empty unless both ran.
 Cell speedup(const gpu::TimingResult* base, const gpu::TimingResult* timing) {
   return base && timing ? Cell{base->median_ms / timing->median_ms} : Cell{};
 }
 
-TableLayout<PrefillGpuRow> make_prefill_gpu_table() {
+TableLayout<PrefillGpuRow> make_prefill_gpu_table(bool with_comparison) {
   using Row = PrefillGpuRow;
   TableLayout<Row> t;
   t.add(prefill_case_columns(), &Row::what);
@@ -150,6 +164,7 @@ TableLayout<PrefillGpuRow> make_prefill_gpu_table() {
   t.add(residency_columns(), [](const Row& r) { return std::optional<Residency>(r.resident); });
   t.add({"rel_l2_vs_flash", "rel.L2 flash", 3}, [](const Row& r) { return optional_cell(r.rel_l2_vs_flash); });
   t.add({"rel_l2_vs_ref", "rel.L2 ref", 3}, [](const Row& r) { return optional_cell(r.rel_l2_vs_ref); });
+  if (with_comparison) t.add(comparison_columns(), &Row::compared);
   t.add(device_columns(), &Row::measured);
   return t;
 }
@@ -203,7 +218,7 @@ TableLayout<ModelRow> make_model_table() {
   return t;
 }
 
-TableLayout<EmulatorRow> make_emulator_table() {
+TableLayout<EmulatorRow> make_emulator_table(bool with_comparison) {
   using Row = EmulatorRow;
   TableLayout<Row> t;
   t.add(prefill_case_columns(), &Row::what);
@@ -211,6 +226,7 @@ TableLayout<EmulatorRow> make_emulator_table() {
   t.add({"max_abs_vs_ref", "max|d| ref", 3}, [](const Row& r) -> Cell { return r.vs_reference.max_abs; });
   t.add({"rel_l2_vs_ref", "rel.L2 ref", 3}, [](const Row& r) -> Cell { return r.vs_reference.rel_l2; });
   t.add({"cosine_vs_ref", "cos ref", 7}, [](const Row& r) -> Cell { return r.vs_reference.cosine; });
+  if (with_comparison) t.add(comparison_columns(), &Row::compared);
   // Heavy-hitter exposure E^tau (paper G.5) with importance = attention probability P:
   // the paper's gradient-weighted importance needs a model loss, which a kernel bench has not.
   t.add({"hh_exposure", "hh INT8 5/10/20/30%"}, [](const Row& r) -> Cell {
@@ -250,9 +266,15 @@ TableLayout<CheckRow> make_check_table() {
 
 }  // namespace
 
-const TableLayout<PrefillGpuRow>& prefill_gpu_table() {
-  static const TableLayout<PrefillGpuRow> t = make_prefill_gpu_table();
-  return t;
+bool compares(const ExperimentConfig& config) {
+  return std::any_of(config.cases.begin(), config.cases.end(),
+                     [](const CaseSpec& spec) { return spec.compare_with.has_value(); });
+}
+
+const TableLayout<PrefillGpuRow>& prefill_gpu_table(bool with_comparison) {
+  static const TableLayout<PrefillGpuRow> plain = make_prefill_gpu_table(false);
+  static const TableLayout<PrefillGpuRow> compared = make_prefill_gpu_table(true);
+  return with_comparison ? compared : plain;
 }
 
 const TableLayout<DecodeGpuRow>& decode_gpu_table() {
@@ -265,9 +287,10 @@ const TableLayout<ModelRow>& model_table() {
   return t;
 }
 
-const TableLayout<EmulatorRow>& emulator_table() {
-  static const TableLayout<EmulatorRow> t = make_emulator_table();
-  return t;
+const TableLayout<EmulatorRow>& emulator_table(bool with_comparison) {
+  static const TableLayout<EmulatorRow> plain = make_emulator_table(false);
+  static const TableLayout<EmulatorRow> compared = make_emulator_table(true);
+  return with_comparison ? compared : plain;
 }
 
 const TableLayout<CheckRow>& check_table() {

@@ -90,6 +90,12 @@ struct Residency {
   int64_t allocated = 0, measured = 0;
 };
 
+// A row's output against the run its case's compare_with names.
+struct ComparedDeviation {
+  std::string with;                    // what that run was: the comparison's label, or its CPU stand-in
+  std::optional<Deviation> deviation;  // empty when this row or that run did not run
+};
+
 // A row of the prefill GPU sweep.
 struct PrefillGpuRow {
   CaseRow what;
@@ -98,6 +104,7 @@ struct PrefillGpuRow {
   const gpu::TimingResult* flash = nullptr;  // flash_fp16 on the same case: the speedup base
   Residency resident;
   std::optional<double> rel_l2_vs_flash, rel_l2_vs_ref;
+  std::optional<ComparedDeviation> compared;  // the case's compare_with
 };
 
 // A row of the decode GPU sweep.
@@ -136,12 +143,17 @@ struct EmulatorRow {
   double cpu_ms = 0.0;
   const Deviation& vs_reference;
   const HeavyHitterExposure& exposure;  // at tau 5/10/20/30%
+  std::optional<ComparedDeviation> compared = std::nullopt;  // the case's compare_with
 };
 
-const TableLayout<PrefillGpuRow>& prefill_gpu_table();
+// True when a case of `config` names a run to compare with: its prefill and emulator tables then
+// have the columns of that comparison (compared_with, max|d| cmp, mean|d| cmp, rel.L2 cmp).
+bool compares(const ExperimentConfig& config);
+
+const TableLayout<PrefillGpuRow>& prefill_gpu_table(bool with_comparison = false);
 const TableLayout<DecodeGpuRow>& decode_gpu_table();
 const TableLayout<ModelRow>& model_table();
-const TableLayout<EmulatorRow>& emulator_table();
+const TableLayout<EmulatorRow>& emulator_table(bool with_comparison = false);
 
 // ---- tilemix-check ----
 

@@ -24,12 +24,17 @@ const std::vector<std::string> kCaseKeys = {"name",       "batch", "seq_len", "l
                                             "words_file", "mode",  "state",   "accum", "input",   "tolerance",
                                             "kind",       "cache_len", "cache_lens", "new_tokens", "cache",
                                             "append_steps", "tiles_per_split", "mainloop", "combine", "layers",
-                                            "vocab"};
+                                            "vocab",      "compare_with"};
 const std::vector<std::string> kInputKeys = {
     "kind", "seed", "stddev", "outlier_channels", "outlier_scale", "sink_scale", "local_bias",
     "q",    "k",    "v",      "allow_nonfinite"};
 const std::vector<std::string> kToleranceKeys = {"emulator_vs_reference", "gpu_vs_emulator", "gpu_vs_reference"};
 const std::vector<std::string> kBoundKeys = {"max_abs", "mean_abs", "rel_l2", "min_cosine"};
+// What compare_with may replace: the method, routing and numerics; the shape and inputs stay the
+// case's own, so that both outputs come from the same Q, K and V.
+const std::vector<std::string> kComparisonKeys = {"method", "layout", "ratio", "group", "mode", "state", "accum"};
+const std::vector<std::string> kRoutingKeys = {"layout", "ratio", "group"};
+const std::vector<std::string> kComparisonMethods = {"tilemix", "flash_fp16", "torch_like"};
 const std::vector<std::string> kLengthKeys = {"seq_len",   "lq",        "lk",        "seqlens_q",
                                               "seqlens_k", "cache_len", "cache_lens"};
 // Keys of one kind of case only; the other kind rejects them by name.
@@ -79,6 +84,7 @@ bool known_case_key(const std::string& key) {
   if (dot == std::string::npos) return contains(kCaseKeys, key);
   const std::string head = key.substr(0, dot), rest = key.substr(dot + 1);
   if (head == "input") return contains(kInputKeys, rest);
+  if (head == "compare_with") return contains(kComparisonKeys, rest);
   if (head != "tolerance") return false;
   const auto dot2 = rest.find('.');
   if (dot2 == std::string::npos) return contains(kToleranceKeys, rest);
@@ -445,6 +451,40 @@ void read_cache_lengths(JsonObjectReader& r, const std::string& case_where, Deco
   }
 }
 
+CaseSpec read_case(const json& merged, const Origins& origins, const Context& ctx, const std::string& case_path);
+
+// compare_with of a prefill case: its keys replace the case's own, and the case read again with
+// them gives the routing and numerics of the run that the case's rows are compared with.
+Comparison read_comparison(JsonObjectReader& r, const json& merged, const Origins& origins, const Context& ctx,
+                           const std::string& case_path) {
+  auto cr = r.object("compare_with");
+  const json& keys = merged.at("compare_with");
+  apply_origins(*cr, keys, origins, "compare_with.");
+  Comparison c;
+  c.method = *parse_method(cr->choice("method", kComparisonMethods).value_or("tilemix"));
+  c.label = to_string(c.method);
+  json base = merged;
+  Origins base_origins = origins;
+  erase_key(base, base_origins, "compare_with");
+  for (const auto& key : kComparisonKeys) {
+    if (key == "method" || !cr->has(key)) continue;
+    if (c.method != Method::tilemix && contains(kRoutingKeys, key)) {
+      throw InputError(cr->where(key), std::string("is a routing key; ") + c.label + " runs without routing");
+    }
+    if ((c.method == Method::flash_fp16 && key == "mode") || c.method == Method::torch_like) {
+      throw InputError(cr->where(key), "has no meaning for " + c.label);
+    }
+    const json& value = cr->raw(key);
+    assign(base[key], base_origins, key, value, cr->path_of(key));
+    c.label += " " + key + "=" + (value.is_string() ? value.get<std::string>() : value.dump());
+  }
+  cr->finish();
+  const CaseSpec compared = read_case(base, base_origins, ctx, case_path);
+  c.routing = compared.routing;
+  c.numerics = compared.numerics;
+  return c;
+}
+
 CaseSpec read_case(const json& merged, const Origins& origins, const Context& ctx, const std::string& case_path) {
   CaseSpec spec;
   spec.where = ctx.at(case_path);
@@ -464,6 +504,10 @@ CaseSpec read_case(const json& merged, const Origins& origins, const Context& ct
   }
   if (kind != CaseKind::model) {
     reject_keys(r, merged, kModelOnlyKeys, "is only used in model cases (\"kind\": \"model\")");
+  }
+  if (kind != CaseKind::prefill) {
+    reject_keys(r, merged, {"compare_with"}, "is only used in prefill cases (the model sweep compares with its "
+                                             "reference model)");
   }
   AttentionShape& shape = spec.shape;
   DecodeShape decode_shape;
@@ -609,6 +653,7 @@ CaseSpec read_case(const json& merged, const Origins& origins, const Context& ct
                                        "gaussian and stddev 1 (or leave them out)");
   }
   read_tolerance(r, merged, origins, spec.tolerance);
+  if (r.has("compare_with")) spec.compare_with = read_comparison(r, merged, origins, ctx, case_path);
   r.finish();
   return spec;
 }

@@ -14,7 +14,9 @@
 // state, accum, mainloop (auto | wgmma | warp_specialized: the GPU mainloop at d = 128 with fp32
 // accumulation, PrefillMainloop), input {kind, seed, stddev, outlier_channels, outlier_scale, sink_scale,
 // local_bias, q, k, v, allow_nonfinite}, tolerance {emulator_vs_reference, gpu_vs_emulator,
-// gpu_vs_reference: {max_abs, mean_abs, rel_l2, min_cosine}}.
+// gpu_vs_reference: {max_abs, mean_abs, rel_l2, min_cosine}}, compare_with {method (tilemix |
+// flash_fp16 | torch_like), layout, ratio, group, mode, state, accum} (prefill, tilemix-bench:
+// each row's deviation from that run on the case's own inputs, Comparison).
 // Decode cases ("kind": "decode"; default "prefill") take cache_len (+ batch) | cache_lens,
 // new_tokens (int or array), cache ("int8" | "fp16"), append_steps, tiles_per_split (key tiles per
 // split instead of the GPU's split plan; 0, the default, keeps the plan), mainloop (auto |
@@ -49,6 +51,17 @@ struct CaseTolerances {
   Tolerance gpu_vs_reference;
 };
 
+// What a prefill bench row's output is compared with ("compare_with"): a baseline method, or the
+// routed kernel with some of the case's routing and numerics keys replaced, on the case's own
+// inputs (the paper's deviation tables compare runs with each other, not with the exact
+// reference).
+struct Comparison {
+  Method method = Method::tilemix;  // tilemix, flash_fp16 or torch_like
+  RoutingRequest routing;           // tilemix: the case's routing with compare_with's keys
+  Numerics numerics;                // the case's numerics with compare_with's keys
+  std::string label;                // "torch_like", "tilemix layout=zero accum=fp32"
+};
+
 struct ModelCaseSpec {
   int layers = 1;
   int vocab = 1000;
@@ -68,6 +81,7 @@ struct CaseSpec {
   std::optional<ModelCaseSpec> model;  // set for model cases
   // Prefill and model cases: the GPU mainloop at d = 128 with fp32 accumulation ("mainloop").
   PrefillMainloop prefill_mainloop = PrefillMainloop::automatic;
+  std::optional<Comparison> compare_with;  // prefill cases
   nlohmann::json json;  // the merged case as read, saved with results
 };
 

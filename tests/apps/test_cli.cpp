@@ -327,3 +327,59 @@ TEST_CASE("tilemix-bench runs model cases on the CPU: deviations grow with INT8 
   CHECK(dev.at("zero") == dev.at("flash_fp16"));
   CHECK(dev.at("one") > 3.0 * dev.at("flash_fp16"));
 }
+
+TEST_CASE("tilemix-bench compare_with on the CPU: each row's deviation from the run it names", "[cli]") {
+  const auto dir = temp_dir("compare");
+  const nlohmann::json config = {
+      {"name", "cmp"},
+      {"defaults",
+       {{"batch", 1}, {"seq_len", 300}, {"hq", 4}, {"hk", 2}, {"d", 64}, {"causal", true},
+        {"input", {{"kind", "llm_like"}, {"seed", 3}}}}},
+      {"cases",
+       {{{"name", "zero-vs-flash"}, {"layout", "zero"}, {"compare_with", {{"method", "flash_fp16"}}}},
+        {{"name", "one-vs-flash"}, {"layout", "one"}, {"compare_with", {{"method", "flash_fp16"}}}},
+        {{"name", "one-vs-zero"}, {"layout", "one"}, {"compare_with", {{"layout", "zero"}}}},
+        {{"name", "one-vs-torch"}, {"layout", "one"}, {"compare_with", {{"method", "torch_like"}}}},
+        {{"name", "band-fp16acc"}, {"layout", "band"}, {"ratio", 0.5}, {"accum", "fp16"},
+         {"compare_with", {{"accum", "fp32"}}}},
+        {{"name", "band-plain"}, {"layout", "band"}, {"ratio", 0.5}}}}};
+  const std::string out = (dir / "cmp.json").string();
+  const Run r = run(std::string(TILEMIX_BENCH_EXE) + " --device cpu --format md --config '" +
+                    write_config(dir, config) + "' --out '" + out + "'");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("| compared with |") != std::string::npos);
+  const nlohmann::json result = nlohmann::json::parse(std::ifstream(out));
+  std::map<std::string, nlohmann::json> rows;
+  for (const auto& row : result.at("rows")) rows[row.at("case").get<std::string>()] = row;
+  REQUIRE(rows.size() == 6);
+  const auto mean = [&](const std::string& name) { return rows.at(name).at("mean_abs_vs_compared").get<double>(); };
+
+  // flash_fp16's CPU stand-in is the emulator's all-FP16 route: zero matches it exactly, and one
+  // differs from it as from tilemix zero.
+  CHECK(rows.at("zero-vs-flash").at("compared_with") == "flash_fp16 (cpu: emulator, all fp16)");
+  CHECK(rows.at("zero-vs-flash").at("max_abs_vs_compared").get<double>() == 0.0);
+  CHECK(rows.at("one-vs-zero").at("compared_with") == "tilemix layout=zero");
+  CHECK(mean("one-vs-flash") > 0.0);
+  CHECK(mean("one-vs-flash") == mean("one-vs-zero"));
+  // torch_like's stand-in is the exact output rounded to FP16: all-INT8's deviation from it is
+  // within an FP16 rounding of its deviation from the exact reference.
+  CHECK(rows.at("one-vs-torch").at("compared_with") == "torch_like (cpu: exact, rounded to fp16)");
+  CHECK(rows.at("one-vs-torch").at("max_abs_vs_compared").get<double>() ==
+        Approx(rows.at("one-vs-torch").at("max_abs_vs_ref").get<double>()).epsilon(0.01));
+  // FP16 against FP32 accumulation of the same routing: small, but not zero.
+  CHECK(mean("band-fp16acc") > 0.0);
+  CHECK(mean("band-fp16acc") < 0.1 * mean("one-vs-zero"));
+  // A case without compare_with leaves the comparison's cells empty.
+  CHECK(rows.at("band-plain").at("compared_with").is_null());
+
+  // Without compare_with in the config the table keeps its own columns.
+  auto plain = config;
+  plain["cases"] = {{{"name", "band"}, {"layout", "band"}, {"ratio", 0.5}}};
+  const std::string plain_out = (dir / "plain.json").string();
+  const Run p = run(std::string(TILEMIX_BENCH_EXE) + " --device cpu --config '" +
+                    write_config(dir, plain, "plain.json") + "' --out '" + plain_out + "'");
+  INFO(p.out);
+  REQUIRE(p.code == 0);
+  CHECK_FALSE(nlohmann::json::parse(std::ifstream(plain_out)).at("rows").at(0).contains("compared_with"));
+}

@@ -156,6 +156,59 @@ TEST_CASE("the model and emulator tables keep their columns", "[tables]") {
                                                               {"hh_exposure", "hh INT8 5/10/20/30%", 3}}));
 }
 
+TEST_CASE("a config with compare_with adds the comparison's columns, in place", "[tables]") {
+  const std::vector<Expected> comparison = {{"compared_with", "compared with", 3},
+                                            {"max_abs_vs_compared", "max|d| cmp", 3},
+                                            {"mean_abs_vs_compared", "mean|d| cmp", 3},
+                                            {"rel_l2_vs_compared", "rel.L2 cmp", 3}};
+  // Each table with the comparison is the plain one with the four columns inserted after its
+  // deviation columns.
+  const auto with_comparison_after = [&](const std::vector<Column>& plain, const std::string& key) {
+    std::vector<Expected> expected;
+    for (const Column& c : plain) {
+      expected.push_back({c.key.c_str(), c.header.c_str(), c.precision});
+      if (c.key == key) expected.insert(expected.end(), comparison.begin(), comparison.end());
+    }
+    return expected;
+  };
+  check_columns(prefill_gpu_table(true).columns(), with_comparison_after(prefill_gpu_table().columns(), "rel_l2_vs_ref"));
+  check_columns(emulator_table(true).columns(), with_comparison_after(emulator_table().columns(), "cosine_vs_ref"));
+
+  const auto parse = [](const std::string& text) {
+    return parse_config(nlohmann::ordered_json::parse(text), "t.json");
+  };
+  CHECK_FALSE(compares(parse(R"({"cases": [{"seq_len": 64}]})")));
+  CHECK(compares(parse(R"({"cases": [{"seq_len": 64}, {"seq_len": 64, "name": "c",
+                                      "compare_with": {"method": "torch_like"}}]})")));
+}
+
+TEST_CASE("emulator rows show the deviation from the compared run, or leave its cells empty", "[tables]") {
+  const CaseSpec spec = parse_case(R"({"cases": [{"name": "c", "seq_len": 256, "layout": "band", "ratio": 0.5,
+                                                   "compare_with": {"layout": "zero"}}]})");
+  const RoutingPlan plan = make_plan(spec.shape, spec.routing, spec.where);
+  const Deviation vs_ref{0.5, 0.01, 0.02, 0.999, 0, 100, 0};
+  const HeavyHitterExposure hh{{0.05, 0.1, 0.2, 0.3}, {0.1, 0.2, 0.3, 0.4}};
+  const TableLayout<EmulatorRow>& table = emulator_table(true);
+  EmulatorRow row{{spec, "emulator", true, &plan}, 12.0, vs_ref, hh};
+  row.compared = ComparedDeviation{"tilemix layout=zero", Deviation{0.25, 0.005, 0.0125, 0.9999, 0, 100, 0}};
+  const std::vector<Cell> compared = table.cells(row);
+  CHECK(cell(table, compared, "compared_with") == Cell{std::string("tilemix layout=zero")});
+  CHECK(cell(table, compared, "max_abs_vs_compared") == Cell{0.25});
+  CHECK(cell(table, compared, "mean_abs_vs_compared") == Cell{0.005});
+  CHECK(cell(table, compared, "rel_l2_vs_compared") == Cell{0.0125});
+  CHECK(cell(table, compared, "max_abs_vs_ref") == Cell{0.5});
+
+  // The compared run could not run: its label stays, the deviation cells are empty.
+  row.compared = ComparedDeviation{"torch_like: OOM (9.0 GiB asked)", std::nullopt};
+  const std::vector<Cell> missing = table.cells(row);
+  CHECK(cell(table, missing, "compared_with") == Cell{std::string("torch_like: OOM (9.0 GiB asked)")});
+  CHECK(empty(cell(table, missing, "max_abs_vs_compared")));
+  CHECK(empty(cell(table, missing, "mean_abs_vs_compared")));
+  // A case without compare_with in a config that has some: every comparison cell is empty.
+  row.compared.reset();
+  CHECK(empty(cell(table, table.cells(row), "compared_with")));
+}
+
 TEST_CASE("the check table keeps its columns", "[tables]") {
   check_columns(check_table().columns(), {{"case", "case", 3},
                                           {"layout", "layout", 3},
@@ -185,7 +238,7 @@ TEST_CASE("prefill GPU rows: routing cells for the routed kernel only, timing ce
   const TableLayout<PrefillGpuRow>& table = prefill_gpu_table();
 
   const std::vector<Cell> tilemix = table.cells(
-      {{spec, "tilemix", true, &plan}, {&routed, 3, "ok"}, 4e9, 256.0, &flash, {1 << 20, 2 << 20}, 0.25, {}});
+      {{spec, "tilemix", true, &plan}, {&routed, 3, "ok"}, 4e9, 256.0, &flash, {1 << 20, 2 << 20}, 0.25, {}, {}});
   CHECK(cell(table, tilemix, "method") == Cell{std::string("tilemix")});
   CHECK(cell(table, tilemix, "layout") == Cell{std::string("band")});
   CHECK(cell(table, tilemix, "coverage") == Cell{plan.coverage.groups()});
@@ -207,6 +260,7 @@ TEST_CASE("prefill GPU rows: routing cells for the routed kernel only, timing ce
                                              256.0,
                                              &flash,
                                              {5 << 20, 6 << 20},
+                                             std::nullopt,
                                              std::nullopt,
                                              std::nullopt});
   for (const char* key : {"layout", "ratio", "coverage", "coverage_tiles", "coverage_cells", "params", "mode",

@@ -344,6 +344,87 @@ TEST_CASE("zero and one fix the ratio; other layouts keep it", "[config]") {
   CHECK(cfg.cases[2].routing.ratio == 0.5);
 }
 
+TEST_CASE("compare_with replaces the case's routing and numerics keys for the run it names", "[config]") {
+  const auto cfg = parse(R"({"defaults": {"seq_len": 256, "layout": "band", "ratio": 0.5, "accum": "fp16",
+                                          "compare_with": {"layout": "zero", "accum": "fp32"}},
+                            "cases": [{"name": "vs-zero"},
+                                      {"name": "vs-band25", "compare_with": {"layout": "band", "ratio": 0.25}}],
+                            "axes": {"compare_with.state": ["fp16"]}})");
+  REQUIRE(cfg.cases.size() == 2);
+  // The case's object merges key by key with the defaults' one, and an axis reaches inside it as
+  // it does inside input.
+  const Comparison& vs_zero = *cfg.cases[0].compare_with;
+  CHECK(vs_zero.method == Method::tilemix);
+  CHECK(vs_zero.label == "tilemix layout=zero state=fp16 accum=fp32");
+  CHECK(vs_zero.routing.layout == LayoutKind::zero);
+  CHECK(vs_zero.routing.ratio == 0.0);
+  CHECK(vs_zero.numerics.accum == AccumPrecision::fp32);
+  CHECK(vs_zero.numerics.state == StatePrecision::fp16);
+  const CaseSpec& own = cfg.cases[0];  // the case keeps its own routing and numerics
+  CHECK(own.routing.layout == LayoutKind::band);
+  CHECK(own.routing.ratio == 0.5);
+  CHECK(own.numerics.accum == AccumPrecision::fp16);
+  CHECK(own.numerics.state == StatePrecision::fp32);
+  const Comparison& vs_band = *cfg.cases[1].compare_with;
+  CHECK(vs_band.label == "tilemix layout=band ratio=0.25 state=fp16 accum=fp32");
+  CHECK(vs_band.routing.layout == LayoutKind::band);
+  CHECK(vs_band.routing.ratio == 0.25);
+
+  const auto only = parse(R"({"cases": [{"seq_len": 256, "layout": "band", "ratio": 0.5, "accum": "fp16",
+                                         "compare_with": {"accum": "fp32"}}]})");
+  const Comparison& same_routing = *only.cases[0].compare_with;
+  CHECK(same_routing.label == "tilemix accum=fp32");
+  CHECK(same_routing.routing.layout == LayoutKind::band);
+  CHECK(same_routing.routing.ratio == 0.5);
+  CHECK(same_routing.numerics.accum == AccumPrecision::fp32);
+
+  // A baseline keeps the case's numerics; torch_like takes no keys. The defaults' compare_with
+  // keys that a baseline refuses are the error's subject, so these cases give their own object.
+  const auto baselines = parse(R"({"defaults": {"seq_len": 256, "state": "fp16"},
+                                  "cases": [{"name": "f", "compare_with": {"method": "flash_fp16", "accum": "fp16"}},
+                                            {"name": "t", "compare_with": {"method": "torch_like"}},
+                                            {"name": "p"}]})");
+  CHECK(baselines.cases[0].compare_with->method == Method::flash_fp16);
+  CHECK(baselines.cases[0].compare_with->label == "flash_fp16 accum=fp16");
+  CHECK(baselines.cases[0].compare_with->numerics.state == StatePrecision::fp16);
+  CHECK(baselines.cases[0].compare_with->numerics.accum == AccumPrecision::fp16);
+  CHECK(baselines.cases[1].compare_with->label == "torch_like");
+  CHECK_FALSE(baselines.cases[2].compare_with);
+}
+
+TEST_CASE("compare_with errors name the key where it was written", "[config]") {
+  const auto with = [](const std::string& compare) {
+    return R"({"defaults": {"seq_len": 128, "layout": "band", "ratio": 0.5},
+              "cases": [{"compare_with": )" + compare + "}]}";
+  };
+  CHECK_THAT(parse_error(with(R"({"hq": 4})")),
+             Contains("test.json: $.cases[0].compare_with.hq: unknown key 'hq' (expected one of: method, layout"));
+  CHECK_THAT(parse_error(with(R"({"method": "cudnn_fp16"})")),
+             Contains("$.cases[0].compare_with.method: unknown method 'cudnn_fp16' (expected one of: tilemix, "
+                      "flash_fp16, torch_like)"));
+  CHECK_THAT(parse_error(with(R"({"method": "flash_fp16", "layout": "zero"})")),
+             Contains("$.cases[0].compare_with.layout: is a routing key; flash_fp16 runs without routing"));
+  CHECK_THAT(parse_error(with(R"({"method": "flash_fp16", "mode": "on_the_fly"})")),
+             Contains("$.cases[0].compare_with.mode: has no meaning for flash_fp16"));
+  CHECK_THAT(parse_error(with(R"({"method": "torch_like", "accum": "fp16"})")),
+             Contains("$.cases[0].compare_with.accum: has no meaning for torch_like"));
+  // The replaced keys are read like the case's own, and their errors point into compare_with.
+  CHECK_THAT(parse_error(with(R"({"layout": "stripes"})")),
+             Contains("test.json: $.cases[0].compare_with.layout: unknown layout 'stripes'"));
+  CHECK_THAT(parse_error(with(R"({"ratio": 1.5})")), Contains("$.cases[0].compare_with.ratio: must be in [0, 1]"));
+  CHECK_THAT(parse_error(with(R"({"accum": 32})")),
+             Contains("$.cases[0].compare_with.accum: expected string, got number 32"));
+  CHECK_THAT(parse_error(with(R"("zero")")), Contains("$.cases[0].compare_with: expected object"));
+  CHECK_THAT(parse_error(R"({"cases": [{"kind": "decode", "cache_len": 64, "compare_with": {}}]})"),
+             Contains("$.cases[0].compare_with: is only used in prefill cases"));
+  CHECK_THAT(parse_error(R"({"cases": [{"kind": "model", "seq_len": 64, "compare_with": {}}]})"),
+             Contains("$.cases[0].compare_with: is only used in prefill cases"));
+  CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 64, "layout": "one", "compare_with": {"layout": "band"}}]})"),
+             Contains("ratio is required for layout band"));
+  CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 8}, "axes": {"compare_with.hq": [1]}})"),
+             Contains("$.axes[\"compare_with.hq\"]: unknown case key 'compare_with.hq'"));
+}
+
 TEST_CASE("objects merge key by key: defaults, then the case", "[config]") {
   const auto cfg = parse(R"({"defaults": {"seq_len": 64, "seed": 3, "input": {"kind": "llm_like", "stddev": 2},
                                           "tolerance": {"emulator_vs_reference": {"max_abs": 0.1}}},
@@ -570,6 +651,31 @@ TEST_CASE("a listed method must run every case of the config", "[config]") {
   CHECK(case_kind(model.cases[0]) == CaseKind::model);
   CHECK(methods_to_run(model, CaseKind::model) == std::vector<Method>{Method::flash_fp16});
   CHECK(case_kind(parse(config(prefill_case, "[]")).cases[0]) == CaseKind::prefill);
+}
+
+TEST_CASE("every paper config loads, is named after its tables and says what it reproduces", "[config]") {
+  const fs::path dir = fs::path(TILEMIX_SOURCE_DIR) / "configs/paper";
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".json") continue;
+    INFO(entry.path().string());
+    const ExperimentConfig cfg = load_config(entry.path().string());
+    REQUIRE_FALSE(cfg.cases.empty());
+    // scripts/reproduce.sh writes <name>.json and the renderer finds a table's result by it.
+    CHECK(cfg.name == entry.path().stem().string());
+    CHECK(cfg.name.rfind("table", 0) == 0);
+    CHECK(cfg.description.rfind("Paper table", 0) == 0);
+    // tilemix-bench runs one kind of case per config.
+    const CaseKind kind = case_kind(cfg.cases.front());
+    for (const CaseSpec& spec : cfg.cases) CHECK(case_kind(spec) == kind);
+    names.push_back(cfg.name);
+  }
+  std::sort(names.begin(), names.end());
+  // One config per reproducible table of the paper (tables 2, 3, 5, 11-20 and 23).
+  CHECK(names == std::vector<std::string>{"table02-11-prefill-llama3b", "table03-deviation", "table05-memory",
+                                          "table12-13-prefill-qwen7b", "table14-prefill-vicuna7b",
+                                          "table15-17-multilayer", "table18-vs-flash", "table19-accumulation",
+                                          "table20-accumulation-direct", "table23-heavy-hitter"});
 }
 
 TEST_CASE("every shipped config and the README's example parse", "[config]") {
