@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/sizes.hpp"
 
 namespace tilemix {
 
@@ -30,6 +31,11 @@ static void validate_prefix(const std::vector<int64_t>& cu, const std::string& w
       throw InputError(field(where, name), "sequence " + std::to_string(i - 1) + " has negative length " +
                                                std::to_string(cu[i] - cu[i - 1]));
     }
+    if (cu[i] - cu[i - 1] > kMaxSeqLen) {
+      throw InputError(field(where, name), "sequence " + std::to_string(i - 1) + " has length " +
+                                               std::to_string(cu[i] - cu[i - 1]) + " (at most " +
+                                               std::to_string(kMaxSeqLen) + ")");
+    }
   }
 }
 
@@ -50,6 +56,11 @@ void validate(AttentionShape& s, const std::string& where) {
                                                     " sequences but seqlens_q has " +
                                                     std::to_string(s.cu_seqlens_q.size() - 1));
   }
+  const std::string shape_where = where.empty() ? std::string("shape") : where;
+  checked_product(shape_where, "Q [total_q, hq, d] in doubles",
+                  {{s.total_q(), "total_q"}, {s.hq, "hq"}, {s.d, "d"}, {kMaxElementBytes, "bytes"}});
+  checked_product(shape_where, "K [total_k, hk, d] in doubles",
+                  {{s.total_k(), "total_k"}, {s.hk, "hk"}, {s.d, "d"}, {kMaxElementBytes, "bytes"}});
   if (!(s.softmax_scale >= 0.0f) || !std::isfinite(s.softmax_scale)) {
     throw InputError(field(where, "softmax_scale"), "must be a finite positive number");
   }

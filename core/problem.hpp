@@ -40,12 +40,19 @@ struct AttentionShape {
   int kv_head_of(int h) const { return h / group_size(); }
 };
 
+// Longest sequence (queries or keys): compute tiles and routing groups are counted in int.
+constexpr int64_t kMaxSeqLen = (int64_t{1} << 31) - 1;
+
 // Builds prefix sums from per-sequence lengths.
 std::vector<int64_t> prefix_sums(const std::vector<int64_t>& lengths);
 
 // Checks SPEC 2 and 9 rules and resolves the default softmax scale. Throws InputError whose
-// message names `where` + the field (e.g. "$.cases[2].hq").
+// message names `where` + the field (e.g. "$.cases[2].hq"). Q and K/V of a valid shape hold at most
+// 2^63 - 1 bytes as doubles (kMaxElementBytes each), so counts of their elements and of any buffer
+// with as many elements of up to 8 bytes do not overflow.
 void validate(AttentionShape& shape, const std::string& where = "");
+
+constexpr int64_t kMaxElementBytes = 8;
 
 // Supported head dimensions; the kernels and the emulator share this list.
 bool supported_head_dim(int d);

@@ -13,9 +13,6 @@ namespace {
 
 using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-// Query rows per score block: a block holds at most kRowBlock x Lk scores, never Lq x Lk.
-constexpr int64_t kRowBlock = 256;
-
 // Rows [first, first + count) of head h of a [total, heads, d] FP16 tensor, as doubles.
 RowMatrix load_rows(const std::vector<uint16_t>& x, int64_t first, int64_t count, int heads, int h, int d) {
   RowMatrix out(count, d);
@@ -47,7 +44,7 @@ ExactResult exact_attention(const AttentionShape& shape, const AttentionInputs& 
   std::vector<RowBlockTask> tasks;
   for (int b = 0; b < shape.batch(); ++b) {
     for (int h = 0; h < hq; ++h) {
-      for (int64_t i = 0; i < shape.seqlen_q(b); i += kRowBlock) tasks.push_back({b, h, i});
+      for (int64_t i = 0; i < shape.seqlen_q(b); i += kExactRowBlock) tasks.push_back({b, h, i});
     }
   }
 
@@ -55,7 +52,7 @@ ExactResult exact_attention(const AttentionShape& shape, const AttentionInputs& 
   for (size_t t = 0; t < tasks.size(); ++t) {
     const auto [b, h, i0] = tasks[t];
     const int64_t lq = shape.seqlen_q(b), lk = shape.seqlen_k(b);
-    const int64_t rows = std::min(kRowBlock, lq - i0);
+    const int64_t rows = std::min(kExactRowBlock, lq - i0);
     // Visible keys grow with the row, so the block's last row bounds the keys it needs.
     const int64_t keys = visible_keys(i0 + rows - 1, lq, lk, shape.causal);
     if (keys == 0) continue;

@@ -8,6 +8,10 @@
 
 namespace tilemix {
 
+// Query rows per score block: a block holds at most kExactRowBlock x Lk scores, never Lq x Lk
+// (each thread holds one block at a time).
+constexpr int64_t kExactRowBlock = 256;
+
 struct ExactResult {
   std::vector<double> o;    // [total_q, hq, d]; zero rows where a query sees no key
   std::vector<double> lse;  // [hq, total_q], natural log; -inf where a query sees no key

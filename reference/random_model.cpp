@@ -8,6 +8,7 @@
 #include "core/fp16.hpp"
 #include "core/inputs/normal.hpp"
 #include "core/routing/rng.hpp"
+#include "core/sizes.hpp"
 
 namespace tilemix {
 namespace {
@@ -63,6 +64,8 @@ RandomModel make_random_model(const AttentionShape& shape, int layers, int vocab
       throw std::invalid_argument("make_random_model: the model is self-attention (Lq = Lk for every sequence)");
     }
   }
+  checked_product("vocab", "the logits [tokens, vocab] in floats",
+                  {{shape.total_q(), "tokens"}, {vocab, "vocab"}, {4, "bytes"}});
   RandomModel m;
   m.layers = layers;
   m.hidden = shape.hq * shape.d;

@@ -100,19 +100,24 @@ ResultTable run_emulator_bench(const ExperimentConfig& config, const std::string
   int index = 0;
   for (const CaseSpec& spec : config.cases) {
     progress.step(++index, spec.name);
-    const PreparedCase pc = prepare_case(spec, spec.routing.geometry);
-    if (inputs_key(spec) != shared.inputs) shared = SharedRuns{inputs_key(spec), std::nullopt, {}};
-    const auto t0 = std::chrono::steady_clock::now();
-    const EmulatorResult emu = emulate_attention(spec.shape, pc.inputs, pc.plan, {spec.numerics, KeyOrder::ascending});
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (!shared.reference) shared.reference = exact_attention(spec.shape, pc.inputs);
-    const ExactResult& ref = *shared.reference;
-    const Deviation dev = deviation(half_to_double(emu.o), ref.o);
-    const HeavyHitterExposure hh = heavy_hitter_exposure(spec.shape, pc.inputs, pc.plan, {0.05, 0.10, 0.20, 0.30});
-    if (!dump_dir.empty()) dump_case(dump_dir, pc, emu, ref);
-    EmulatorRow row{{spec, "emulator", true, &pc.plan}, ms, dev, hh};
-    if (spec.compare_with) row.compared = compare(pc, *spec.compare_with, emu, shared);
-    table.add_row(layout.cells(row));
+    const PrefillWork work{true, true, true, 0};
+    run_case_within_host_memory(spec, prefill_case_bytes(spec, spec.routing.geometry, work), [&] {
+      const PreparedCase pc = prepare_case(spec, spec.routing.geometry);
+      if (inputs_key(spec) != shared.inputs) shared = SharedRuns{inputs_key(spec), std::nullopt, {}};
+      const auto t0 = std::chrono::steady_clock::now();
+      const EmulatorResult emu =
+          emulate_attention(spec.shape, pc.inputs, pc.plan, {spec.numerics, KeyOrder::ascending});
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (!shared.reference) shared.reference = exact_attention(spec.shape, pc.inputs);
+      const ExactResult& ref = *shared.reference;
+      const Deviation dev = deviation(half_to_double(emu.o), ref.o);
+      const HeavyHitterExposure hh =
+          heavy_hitter_exposure(spec.shape, pc.inputs, pc.plan, {0.05, 0.10, 0.20, 0.30});
+      if (!dump_dir.empty()) dump_case(dump_dir, pc, emu, ref);
+      EmulatorRow row{{spec, "emulator", true, &pc.plan}, ms, dev, hh};
+      if (spec.compare_with) row.compared = compare(pc, *spec.compare_with, emu, shared);
+      table.add_row(layout.cells(row));
+    });
   }
   progress.finish();
   return table;

@@ -17,6 +17,7 @@
 #include "core/inputs/inputs.hpp"
 #include "core/problem.hpp"
 #include "core/report/table.hpp"
+#include "core/sizes.hpp"
 #include "tilemix/decode.hpp"
 #include "tilemix/device_buffer.hpp"
 #include "tilemix/gpu.hpp"
@@ -87,8 +88,8 @@ std::unique_ptr<DeviceProblem> build_problem(const CaseSpec& spec, int sm_count)
 }
 
 // Device bytes a shape needs: both caches, the largest context chunk, queries and outputs.
-int64_t bytes_needed(const DecodeShape& shape) {
-  const int64_t row = static_cast<int64_t>(shape.hk) * shape.d;
+int64_t bytes_needed(const CaseSpec& spec) {
+  const DecodeShape& shape = spec.decode->shape;
   int64_t tokens = 0, blocks = 0, chunk = 0;
   for (size_t b = 0; b < shape.cache_len.size(); ++b) {
     const int64_t capacity = (shape.cache_len[b] + kCacheBlock - 1) / kCacheBlock * kCacheBlock;
@@ -96,8 +97,16 @@ int64_t bytes_needed(const DecodeShape& shape) {
     blocks += capacity / kCacheBlock;
     chunk += std::min(kChunkTokens, shape.cache_len[b]);
   }
-  const int64_t caches = tokens * row * 2 * (1 + 2) + blocks * shape.hk * 2 * 4;
-  return caches + chunk * row * 2 * 2 + shape.total_new() * shape.hq * shape.d * 2 * 3;
+  const std::string& at = spec.where;
+  return checked_sum(
+      at, "the device bytes of the case",
+      {checked_product(at, "the INT8 and FP16 caches [capacity, hk, d]",
+                       {{tokens, "capacity tokens"}, {shape.hk, "hk"}, {shape.d, "d"}, {2 * (1 + 2), "bytes"}}),
+       checked_product(at, "the cache scales", {{blocks, "blocks"}, {shape.hk, "hk"}, {2 * 4, "bytes"}}),
+       checked_product(at, "the K and V of one context chunk",
+                       {{chunk, "chunk tokens"}, {shape.hk, "hk"}, {shape.d, "d"}, {2 * 2, "bytes"}}),
+       checked_product(at, "the queries and outputs",
+                       {{shape.total_new(), "total_new"}, {shape.hq, "hq"}, {shape.d, "d"}, {2 * 3, "bytes"}})});
 }
 
 struct MethodRun {
@@ -170,11 +179,12 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
     const DecodeShape& shape = first.decode->shape;
     std::unique_ptr<DeviceProblem> problem;
     std::string skipped;
-    const int64_t needed = bytes_needed(shape);
+    const int64_t needed = bytes_needed(first);
     if (needed > device.global_mem_bytes * 9 / 10) {
       skipped = fmt::format("skipped (needs {:.1f} GiB of {:.1f})", gib(needed), gib(device.global_mem_bytes));
     } else {
-      problem = build_problem(first, device.sm_count);
+      run_case_within_host_memory(first, decode_gpu_bytes(first),
+                                  [&] { problem = build_problem(first, device.sm_count); });
     }
     std::optional<MethodRun> fp16_run;  // the baseline of this shape, for every case's speedup
     int fp16_tiles_per_split = 0;        // and the split plan and combine it was measured with

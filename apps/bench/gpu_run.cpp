@@ -118,10 +118,17 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
       flash.reset();
       compared_runs.clear();
       problem_ptr.reset();  // free the previous shape's device memory first
-      inputs = make_inputs(spec.shape, spec.input, spec.where + ".input");
-      problem_ptr = std::make_unique<GpuProblem>(spec.shape, inputs);
+      inputs = {};          // and its host memory
       reference.reset();
-      if (options.deviation_vs_reference) reference = exact_attention(spec.shape, inputs);
+      // flash_fp16's output is kept (twice: its run and the group's copy), every method's for the deviations.
+      const bool deviations = options.deviation_vs_flash || options.deviation_vs_reference;
+      const PrefillWork work{options.deviation_vs_reference, false, false,
+                             deviations ? static_cast<int>(methods.size()) + 1 : 2};
+      run_case_within_host_memory(spec, prefill_case_bytes(spec, gpu::tilemix_geometry(spec.shape.d), work), [&] {
+        inputs = make_inputs(spec.shape, spec.input, spec.where + ".input");
+        problem_ptr = std::make_unique<GpuProblem>(spec.shape, inputs);
+        if (options.deviation_vs_reference) reference = exact_attention(spec.shape, inputs);
+      });
     }
     GpuProblem& problem = *problem_ptr;
     RoutingRequest request = spec.routing;

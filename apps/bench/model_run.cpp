@@ -12,6 +12,7 @@
 
 #include "apps/bench/sweep.hpp"
 #include "apps/common/gpu_problem.hpp"
+#include "apps/common/prepared_case.hpp"
 #include "apps/common/progress.hpp"
 #include "apps/common/table_columns.hpp"
 #include "reference/emulator.hpp"
@@ -139,45 +140,48 @@ void run_model_bench(const ExperimentConfig& config, int device, ResultTable& ta
   Progress progress(static_cast<int>(config.cases.size()));
   int done = 0;
   for (const CaseGroup& group : group_cases(config, model_group_key)) {
-    const CaseSpec& first = *group.front();
-    const RandomModel model = make_random_model(first.shape, first.model->layers, first.model->vocab,
-                                                first.input.seed);
-    const std::vector<uint16_t> input = random_model_input(first.shape, first.input.seed);
-    std::optional<Logits> reference;
-    // The model with `attention()`; an unavailable baseline or a full device is the row's status,
-    // any other failure ends the run.
-    const auto attempt = [&](const CaseSpec& spec, const std::function<ModelAttention()>& attention) {
-      ModelRun run;
-      run.status = run_status([&] { run.logits = run_model(spec, model, input, attention()); });
-      return run;
-    };
-    const auto emit = [&](const CaseSpec& spec, const std::string& label, const RoutingPlan* plan,
-                          const ModelRun& run) {
-      ModelRow row{{spec, label, plan != nullptr, plan}, reference_name, std::nullopt, std::nullopt, run.status};
-      if (run.logits) row.seconds = run.logits->seconds;
-      if (run.logits && reference) row.deviation = logit_deviation(run.logits->values, reference->values);
-      table.rows.push_back(model_table().cells(row));
-      on_row();
-    };
     if (stop()) return;
-    progress.step(done + 1, fmt::format("{}: {} layers, {}", first.name, first.model->layers,
-                                        fmt::join(group_labels, " and ")));
-    const ModelRun reference_run = attempt(first, [&] { return reference_attention(first, gpu); });
-    reference = reference_run.logits;
-    emit(first, reference_name, nullptr, reference_run);
-    for (const Method m : baselines) {
-      const RoutingPlan plan = method_plan(first, false, gpu);
-      emit(first, to_string(m), nullptr, attempt(first, [&] { return method_attention(first, m, plan, gpu); }));
-    }
-    for (const CaseSpec* spec : group) {
-      if (stop()) return;
-      ++done;
-      for (const Method m : routed) {
-        progress.step(done, fmt::format("{}: {} layers, {}", spec->name, spec->model->layers, to_string(m)));
-        const RoutingPlan plan = method_plan(*spec, true, gpu);
-        emit(*spec, to_string(m), &plan, attempt(*spec, [&] { return method_attention(*spec, m, plan, gpu); }));
+    const CaseSpec& first = *group.front();
+    // The group's model, input and logits, and one attention at a time.
+    run_case_within_host_memory(first, model_case_bytes(first, gpu), [&] {
+      const RandomModel model = make_random_model(first.shape, first.model->layers, first.model->vocab,
+                                                  first.input.seed);
+      const std::vector<uint16_t> input = random_model_input(first.shape, first.input.seed);
+      std::optional<Logits> reference;
+      // The model with `attention()`; an unavailable baseline or a full device is the row's status,
+      // any other failure ends the run.
+      const auto attempt = [&](const CaseSpec& spec, const std::function<ModelAttention()>& attention) {
+        ModelRun run;
+        run.status = run_status([&] { run.logits = run_model(spec, model, input, attention()); });
+        return run;
+      };
+      const auto emit = [&](const CaseSpec& spec, const std::string& label, const RoutingPlan* plan,
+                            const ModelRun& run) {
+        ModelRow row{{spec, label, plan != nullptr, plan}, reference_name, std::nullopt, std::nullopt, run.status};
+        if (run.logits) row.seconds = run.logits->seconds;
+        if (run.logits && reference) row.deviation = logit_deviation(run.logits->values, reference->values);
+        table.rows.push_back(model_table().cells(row));
+        on_row();
+      };
+      progress.step(done + 1, fmt::format("{}: {} layers, {}", first.name, first.model->layers,
+                                          fmt::join(group_labels, " and ")));
+      const ModelRun reference_run = attempt(first, [&] { return reference_attention(first, gpu); });
+      reference = reference_run.logits;
+      emit(first, reference_name, nullptr, reference_run);
+      for (const Method m : baselines) {
+        const RoutingPlan plan = method_plan(first, false, gpu);
+        emit(first, to_string(m), nullptr, attempt(first, [&] { return method_attention(first, m, plan, gpu); }));
       }
-    }
+      for (const CaseSpec* spec : group) {
+        if (stop()) return;  // the loop over the groups returns too
+        ++done;
+        for (const Method m : routed) {
+          progress.step(done, fmt::format("{}: {} layers, {}", spec->name, spec->model->layers, to_string(m)));
+          const RoutingPlan plan = method_plan(*spec, true, gpu);
+          emit(*spec, to_string(m), &plan, attempt(*spec, [&] { return method_attention(*spec, m, plan, gpu); }));
+        }
+      }
+    });
   }
   progress.finish();
 }

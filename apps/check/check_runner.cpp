@@ -47,9 +47,8 @@ namespace {
 
 // The emulator (with the kernel's geometry on a GPU) against the reference, and on a GPU the
 // routed kernel against both.
-void check_prefill_case(const CaseSpec& spec, const DeviceChoice& device, ResultTable& table, bool& ok) {
-  // On a GPU the plan and the emulator take the kernel's tile geometry.
-  const TileGeometry geometry = device.gpu ? gpu::tilemix_geometry(spec.shape.d) : spec.routing.geometry;
+void check_prefill_case(const CaseSpec& spec, const DeviceChoice& device, const TileGeometry& geometry,
+                        ResultTable& table, bool& ok) {
   const PreparedCase pc = prepare_case(spec, geometry);
   const ExactResult ref = exact_attention(spec.shape, pc.inputs);
   // ... and the softmax steps and score rounding of the mainloop the case runs on.
@@ -102,8 +101,9 @@ CheckRun run_checks(const ExperimentConfig& config, const DeviceChoice& device, 
     bool ok = true;
     if (spec.decode) {
       const int sm_count = device.gpu ? gpu::device_info(device.index).sm_count : kCpuSmCount;
-      const DecodeCheck check = run_decode_check(spec, sm_count, run.table, ok);
-      if (device.gpu) {
+      run_case_within_host_memory(spec, decode_check_bytes(spec, sm_count, device.gpu), [&] {
+        const DecodeCheck check = run_decode_check(spec, sm_count, run.table, ok);
+        if (!device.gpu) return;
         // Outputs and the split workspace are poisoned (NaN) before the launch.
         DecodeGpu decode(check.prepared, check.splits);
         decode.set_mainloop(spec.decode->mainloop);
@@ -113,9 +113,13 @@ CheckRun run_checks(const ExperimentConfig& config, const DeviceChoice& device, 
                        require_tolerance(spec, spec.tolerance.gpu_vs_emulator, "gpu_vs_emulator"), ok);
         add_decode_row(run.table, spec, check, "gpu~reference", deviation(gpu_o, check.reference.o),
                        require_tolerance(spec, spec.tolerance.gpu_vs_reference, "gpu_vs_reference"), ok);
-      }
+      });
     } else {
-      check_prefill_case(spec, device, run.table, ok);
+      // On a GPU the plan and the emulator take the kernel's tile geometry.
+      const TileGeometry geometry = device.gpu ? gpu::tilemix_geometry(spec.shape.d) : spec.routing.geometry;
+      const PrefillWork work{true, true, false, device.gpu ? 1 : 0};
+      run_case_within_host_memory(spec, prefill_case_bytes(spec, geometry, work),
+                                  [&] { check_prefill_case(spec, device, geometry, run.table, ok); });
     }
     (ok ? run.passed : run.failed) += 1;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

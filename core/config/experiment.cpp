@@ -9,6 +9,7 @@
 
 #include "core/config/json_reader.hpp"
 #include "core/error.hpp"
+#include "core/sizes.hpp"
 #include "core/tiling.hpp"
 
 namespace tilemix {
@@ -44,10 +45,13 @@ const std::vector<std::string> kPrefillOnlyKeys = {"seq_len", "lq",    "lk",    
                                                    "mode",    "state", "accum", "block_m",   "block_n"};
 const std::vector<std::string> kModelOnlyKeys = {"layers", "vocab"};
 
-constexpr int64_t kMaxSeqLen = (int64_t{1} << 31) - 1;
 constexpr int64_t kMaxBatch = int64_t{1} << 20;
 constexpr int64_t kMaxHeads = int64_t{1} << 16;
-constexpr size_t kMaxCases = 100000;
+// What a config may expand to: every case keeps its sequence lengths and its merged JSON, so
+// these bound the memory and the time of reading one (docs/config.md).
+constexpr int64_t kMaxCases = 100000;
+constexpr int64_t kMaxConfigSequences = int64_t{1} << 22;  // summed over the expanded cases
+constexpr size_t kMaxCaseNameBytes = 1024;
 constexpr int kMaxAppendSteps = 1 << 16;
 constexpr int kMaxModelLayers = 1024;
 constexpr int kMaxModelVocab = 1 << 20;
@@ -636,6 +640,8 @@ CaseSpec read_case(const json& merged, const Origins& origins, const Context& ct
     ModelCaseSpec& mc = spec.model.emplace();
     mc.layers = int_in(r, "layers", 1, kMaxModelLayers).value_or(mc.layers);
     mc.vocab = int_in(r, "vocab", 1, kMaxModelVocab).value_or(mc.vocab);
+    checked_product(r.where("vocab"), "the logits [tokens, vocab] in floats",
+                    {{shape.total_q(), "tokens"}, {mc.vocab, "vocab"}, {4, "bytes"}});
     for (int b = 0; b < shape.batch(); ++b) {
       if (shape.seqlen_q(b) != shape.seqlen_k(b)) {
         throw InputError(spec.where, "a model case is self-attention: Lq must equal Lk (sequence " +
@@ -826,23 +832,31 @@ ExperimentConfig parse_impl(json j, const std::vector<std::string>& axis_order, 
   }
   r.finish();
 
-  size_t combos = 1;
-  for (const auto& axis : axes) {
-    combos *= axis.values.size();
-    if (combos * case_layers.size() > kMaxCases) {
-      throw InputError(ctx.at("$.axes"), "expands to more than " + std::to_string(kMaxCases) + " cases");
-    }
-  }
+  // Every case object times every combination of axis values, each factor named in the error.
+  std::vector<SizeFactor> factors{{static_cast<int64_t>(case_layers.size()), "cases"}};
+  for (const auto& axis : axes) factors.emplace_back(static_cast<int64_t>(axis.values.size()), axis.path);
+  const int64_t case_count =
+      checked_product(ctx.at(axes.empty() ? "$.cases" : "$.axes"), "the number of cases", factors, kMaxCases);
+  const int64_t combos = case_count / static_cast<int64_t>(case_layers.size());
 
   std::map<std::string, std::string> names;  // case name -> where it was defined
+  int64_t sequences = 0;                     // of the cases read so far
   for (size_t c = 0; c < case_layers.size(); ++c) {
     const auto& [layer, case_path] = case_layers[c];
+    // Defaults and the case merged once; lengths in the forms that an axis replaces are dropped
+    // here rather than copied into every combination.
+    json base = json::object();
+    Origins base_origins;
+    merge_layer(base, base_origins, defaults, "$.defaults", ctx);
+    merge_layer(base, base_origins, layer, case_path, ctx);
+    for (const Axis& axis : axes) {
+      const LengthForm form = length_form(axis.key);
+      if (form != LengthForm::none) drop_other_length_forms(base, base_origins, form);
+    }
     std::vector<size_t> pick(axes.size(), 0);
-    for (size_t n = 0; n < combos; ++n) {
-      json merged = json::object();
-      Origins origins;
-      merge_layer(merged, origins, defaults, "$.defaults", ctx);
-      merge_layer(merged, origins, layer, case_path, ctx);
+    for (int64_t n = 0; n < combos; ++n) {
+      json merged = base;
+      Origins origins = base_origins;
       std::string suffix;
       for (size_t a = 0; a < axes.size(); ++a) {
         const Axis& axis = axes[a];
@@ -853,6 +867,13 @@ ExperimentConfig parse_impl(json j, const std::vector<std::string>& axis_order, 
       }
       CaseSpec spec = read_case(merged, origins, ctx, case_path);
       spec.name = (spec.name.empty() ? cfg.name + "-" + std::to_string(c) : spec.name) + suffix;
+      if (spec.name.size() > kMaxCaseNameBytes) {
+        throw InputError(spec.where, "case name '" + spec.name.substr(0, 60) + "...' is " +
+                                         std::to_string(spec.name.size()) + " bytes long, at most " +
+                                         std::to_string(kMaxCaseNameBytes));
+      }
+      sequences = checked_sum(spec.where, "the number of sequences of the cases up to this one",
+                              {sequences, spec.shape.batch()}, kMaxConfigSequences);
       const auto [it, fresh] = names.emplace(spec.name, spec.where);
       if (!fresh) {
         throw InputError(spec.where, "case name '" + spec.name + "' is also used by " + it->second +

@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <limits>
-#include <sstream>
+#include <vector>
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
+#include "core/sizes.hpp"
 
 namespace tilemix {
 namespace {
@@ -155,9 +156,6 @@ std::string without_id(const nlohmann::json::exception& e) {
   return close == std::string::npos ? detail : detail.substr(close + 2);
 }
 
-// Configs nest a few levels; deeper text is refused before it is parsed, so that no recursion over
-// the document (destruction, traversal) can exhaust the stack.
-constexpr int kMaxJsonDepth = 64;
 void require_shallow(const std::string& text, const std::string& path) {
   int depth = 0;
   bool in_string = false, escaped = false;
@@ -184,18 +182,17 @@ void require_shallow(const std::string& text, const std::string& path) {
   }
 }
 
+[[noreturn]] void too_large(const std::string& path, int64_t bytes, bool at_least) {
+  throw InputError(path, std::string("is ") + (at_least ? "at least " : "") + bytes_text(bytes) + " (" +
+                             std::to_string(bytes) + " bytes), more than the " + bytes_text(kMaxJsonFileBytes) +
+                             " a JSON file may hold");
+}
+
 template <class Json>
 Json parse_json_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw InputError(path, "is a directory, expected a JSON file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, std::string("cannot open file: ") + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError(path, "cannot read file");
-  require_shallow(text.str(), path);
+  const std::string text = read_json_text(path);
   try {
-    return Json::parse(text.str());
+    return Json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError(path, "invalid JSON at byte " + std::to_string(e.byte) + ": " + without_id(e));
   } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double
@@ -204,6 +201,24 @@ Json parse_json_file(const std::string& path) {
 }
 
 }  // namespace
+
+std::string read_json_text(const std::string& path) {
+  const int64_t size = regular_file_size(path, "a JSON file");
+  if (size > kMaxJsonFileBytes) too_large(path, size, false);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path, std::string("cannot open file: ") + std::strerror(errno));
+  // Read in chunks up to the limit: a file may grow after its size was taken.
+  std::string text;
+  text.reserve(static_cast<size_t>(size));
+  std::vector<char> chunk(size_t{1} << 16);
+  while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0) {
+    text.append(chunk.data(), static_cast<size_t>(in.gcount()));
+    if (static_cast<int64_t>(text.size()) > kMaxJsonFileBytes) too_large(path, static_cast<int64_t>(text.size()), true);
+  }
+  if (in.bad()) throw InputError(path, "cannot read file");
+  require_shallow(text, path);
+  return text;
+}
 
 nlohmann::json read_json_file(const std::string& path) { return parse_json_file<nlohmann::json>(path); }
 

@@ -48,7 +48,19 @@ class JsonObjectReader {
 
 [[noreturn]] void json_type_error(const std::string& where, const char* expected, const nlohmann::json& got);
 
-// Parses a file as JSON; errors name the file (missing, unreadable, syntax with position).
+// Configs and words files nest a few levels; deeper text is refused before it is parsed, so that no
+// recursion over the document (destruction, traversal, dump) can exhaust the stack.
+constexpr int kMaxJsonDepth = 64;
+// Configs and words files are read whole and parsed in memory (several times their size).
+constexpr int64_t kMaxJsonFileBytes = int64_t{256} << 20;
+
+// The text of a JSON file a user names. InputError naming the file when it is missing, not a
+// regular file, larger than kMaxJsonFileBytes (refused before it is read) or nested deeper than
+// kMaxJsonDepth.
+std::string read_json_text(const std::string& path);
+
+// Parses a file as JSON; errors name the file (missing, unreadable, syntax with position, and
+// the limits of read_json_text).
 nlohmann::json read_json_file(const std::string& path);
 // The same, keeping the order of object keys as written (axes expand in file order).
 nlohmann::ordered_json read_ordered_json_file(const std::string& path);

@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/fp16.hpp"
 #include "core/problem.hpp"
+#include "core/sizes.hpp"
 
 namespace tilemix {
 namespace {
@@ -76,15 +77,20 @@ KvCacheLayout make_cache_layout(int hk, int d, const std::vector<int64_t>& capac
   layout.d = d;
   std::vector<int64_t> blocks(capacity_tokens.size());
   for (size_t b = 0; b < capacity_tokens.size(); ++b) {
-    if (capacity_tokens[b] < 0) {
-      throw InputError("capacity[" + std::to_string(b) + "]",
-                       "negative capacity " + std::to_string(capacity_tokens[b]));
+    const std::string where = "capacity[" + std::to_string(b) + "]";
+    if (capacity_tokens[b] < 0) throw InputError(where, "negative capacity " + std::to_string(capacity_tokens[b]));
+    if (capacity_tokens[b] > kMaxSeqLen) {
+      throw InputError(where, "capacity " + std::to_string(capacity_tokens[b]) + " is more than " +
+                                  std::to_string(kMaxSeqLen) + " tokens");
     }
     blocks[b] = (capacity_tokens[b] + kCacheBlock - 1) / kCacheBlock;
     layout.capacity.push_back(blocks[b] * kCacheBlock);
   }
   layout.cu_capacity = prefix_sums(layout.capacity);
   layout.cu_blocks = prefix_sums(blocks);
+  // The FP16 cache has the widest elements; the INT8 codes and the scales take fewer bytes.
+  checked_product("capacity", "the FP16 cache [capacity tokens, hk, d]",
+                  {{layout.cu_capacity.back(), "capacity tokens"}, {hk, "hk"}, {d, "d"}, {2, "bytes"}});
   layout.length.assign(capacity_tokens.size(), 0);
   return layout;
 }

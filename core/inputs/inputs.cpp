@@ -9,6 +9,7 @@
 #include "core/inputs/normal.hpp"
 #include "core/inputs/npy.hpp"
 #include "core/routing/rng.hpp"
+#include "core/sizes.hpp"
 
 namespace tilemix {
 namespace {
@@ -133,6 +134,9 @@ void check_finite(const std::vector<uint16_t>& x, const std::string& what) {
 AttentionInputs make_inputs(const AttentionShape& shape, const InputSpec& spec, const std::string& where) {
   const int64_t total_q = shape.total_q(), total_k = shape.total_k();
   const int64_t q_row = static_cast<int64_t>(shape.hq) * shape.d, k_row = static_cast<int64_t>(shape.hk) * shape.d;
+  // validate() bounds these for the shapes of a config; a shape from elsewhere may not have passed it.
+  checked_product(where, "Q [total_q, hq, d] in FP16", {{total_q, "total_q"}, {q_row, "hq x d"}, {2, "bytes"}});
+  checked_product(where, "K [total_k, hk, d] in FP16", {{total_k, "total_k"}, {k_row, "hk x d"}, {2, "bytes"}});
   AttentionInputs in;
   if (spec.kind == InputKind::npy) {
     in.q = read_npy_as_half(spec.q_path, {total_q, shape.hq, shape.d}, "[total_q, hq, d]");

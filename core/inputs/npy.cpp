@@ -9,6 +9,8 @@
 
 #include "core/error.hpp"
 #include "core/fp16.hpp"
+#include "core/input_file.hpp"
+#include "core/sizes.hpp"
 
 namespace tilemix {
 namespace {
@@ -171,7 +173,8 @@ size_t npy_item_size(NpyDtype dtype) {
   return 0;
 }
 
-NpyArray read_npy(const std::string& path) {
+NpyArray read_npy(const std::string& path, const std::function<void(const NpyArray&)>& check_header) {
+  const int64_t size = regular_file_size(path, "a .npy file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, std::string("cannot open file: ") + std::strerror(errno));
   unsigned char lead[12] = {};
@@ -199,18 +202,12 @@ NpyArray read_npy(const std::string& path) {
   if (static_cast<uint64_t>(in.gcount()) < header_len) throw InputError(path, "short file: truncated .npy header");
 
   NpyArray arr = HeaderParser(header, path).parse();
-  const uint64_t item = npy_item_size(arr.dtype);
-  uint64_t count = 1;
-  for (int64_t dim : arr.shape) {
-    if (dim != 0 && count > std::numeric_limits<uint64_t>::max() / item / static_cast<uint64_t>(dim)) {
-      throw InputError(path, "shape " + shape_text(arr.shape) + " is too large");
-    }
-    count *= static_cast<uint64_t>(dim);
-  }
-  const uint64_t expected = count * item;
-  in.seekg(0, std::ios::end);
-  const uint64_t size = static_cast<uint64_t>(in.tellg());
-  const uint64_t available = size - prefix - header_len;
+  std::vector<SizeFactor> factors(arr.shape.begin(), arr.shape.end());
+  factors.emplace_back(static_cast<int64_t>(npy_item_size(arr.dtype)), "bytes");
+  const std::string what = "the data of shape " + shape_text(arr.shape) + " and dtype " + npy_descr(arr.dtype);
+  const uint64_t expected = static_cast<uint64_t>(checked_product(path, what, factors));
+  if (check_header) check_header(arr);
+  const uint64_t available = static_cast<uint64_t>(size) - prefix - header_len;
   if (available < expected) {
     throw InputError(path, "short file: expected " + std::to_string(expected) + " bytes of data, found " +
                                std::to_string(available) + " (shape " + shape_text(arr.shape) + ", dtype " +
@@ -230,25 +227,28 @@ NpyArray read_npy(const std::string& path) {
 
 std::vector<uint16_t> read_npy_as_half(const std::string& path, const std::vector<int64_t>& shape,
                                        const std::string& shape_names) {
-  const NpyArray arr = read_npy(path);
-  if (arr.shape != shape) {
-    throw InputError(path, "shape " + shape_text(arr.shape) + " does not match the config's " + shape_text(shape) +
-                               (shape_names.empty() ? "" : " (" + shape_names + ")"));
-  }
+  // Shape and dtype are checked from the header, before the data is read.
+  const NpyArray arr = read_npy(path, [&](const NpyArray& header) {
+    if (header.shape != shape) {
+      throw InputError(path, "shape " + shape_text(header.shape) + " does not match the config's " +
+                                 shape_text(shape) + (shape_names.empty() ? "" : " (" + shape_names + ")"));
+    }
+    if (header.dtype != NpyDtype::f16 && header.dtype != NpyDtype::f32) {
+      throw InputError(path, std::string("dtype '") + npy_descr(header.dtype) +
+                                 "' is not supported for attention inputs (expected float16 '<f2' or float32 '<f4')");
+    }
+  });
   const size_t n = arr.data.size() / npy_item_size(arr.dtype);
   std::vector<uint16_t> out(n);
   if (arr.dtype == NpyDtype::f16) {
     if (!arr.data.empty()) std::memcpy(out.data(), arr.data.data(), arr.data.size());  // no null pointers
-  } else if (arr.dtype == NpyDtype::f32) {
+  } else {
     const unsigned char* src = arr.data.data();
     for (size_t i = 0; i < n; ++i) {
       float f;
       std::memcpy(&f, src + 4 * i, 4);
       out[i] = float_to_half(f);
     }
-  } else {
-    throw InputError(path, std::string("dtype '") + npy_descr(arr.dtype) +
-                               "' is not supported for attention inputs (expected float16 '<f2' or float32 '<f4')");
   }
   return out;
 }

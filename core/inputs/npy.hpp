@@ -1,6 +1,7 @@
 #pragma once
 // Minimal .npy reader/writer (reads format 1.0/2.0/3.0, writes 1.0; little-endian, C order).
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,9 +15,11 @@ struct NpyArray {
   std::vector<unsigned char> data;  // raw little-endian elements
 };
 
-// Throws InputError naming the file for a missing/short file, a bad header, Fortran order, or
-// an unsupported dtype.
-NpyArray read_npy(const std::string& path);
+// Throws InputError naming the file for a missing/short file, one that is not a regular file, a
+// bad header, a shape whose byte count passes 2^63 - 1, Fortran order, or an unsupported dtype.
+// `check_header`, when given, sees the dtype and shape (no data yet) before the data is read and
+// throws to refuse the file without reading it.
+NpyArray read_npy(const std::string& path, const std::function<void(const NpyArray&)>& check_header = {});
 
 // Reads an FP16 or FP32 array of exactly `shape` as FP16 bits (FP32 rounds to nearest even).
 // `shape_names` (e.g. "[total_q, hq, d]") explains the expected shape in errors.

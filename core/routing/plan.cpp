@@ -8,7 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/config/json_reader.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "core/inputs/npy.hpp"
 
 namespace tilemix {
@@ -60,14 +62,16 @@ bool parse_hex(const std::string& s, uint64_t& out) {
 }
 
 std::vector<uint64_t> read_words_npy(const std::string& path, int hk, int64_t total_tiles) {
-  const NpyArray a = read_npy(path);
-  if (a.dtype != NpyDtype::u64) throw InputError(path, "words must be a uint64 array (dtype '<u8')");
-  if (a.shape != std::vector<int64_t>{hk, total_tiles}) {
-    std::string got = "[";
-    for (size_t i = 0; i < a.shape.size(); ++i) got += (i ? ", " : "") + std::to_string(a.shape[i]);
-    throw InputError(path, "words must have shape " + shape_text(hk, total_tiles) + " (KV heads, query tiles), got " +
-                               got + "]");
-  }
+  // Dtype and shape are checked from the header, before the data is read.
+  const NpyArray a = read_npy(path, [&](const NpyArray& header) {
+    if (header.dtype != NpyDtype::u64) throw InputError(path, "words must be a uint64 array (dtype '<u8')");
+    if (header.shape != std::vector<int64_t>{hk, total_tiles}) {
+      std::string got = "[";
+      for (size_t i = 0; i < header.shape.size(); ++i) got += (i ? ", " : "") + std::to_string(header.shape[i]);
+      throw InputError(path, "words must have shape " + shape_text(hk, total_tiles) +
+                                 " (KV heads, query tiles), got " + got + "]");
+    }
+  });
   const size_t n = static_cast<size_t>(hk) * static_cast<size_t>(total_tiles);
   if (a.data.size() < n * 8) throw InputError(path, "file is shorter than its header says");
   std::vector<uint64_t> words(n);
@@ -79,10 +83,10 @@ std::vector<uint64_t> read_words_npy(const std::string& path, int hk, int64_t to
   return words;
 }
 
-std::vector<uint64_t> read_words_json(const std::string& path, std::istream& in, int hk, int64_t total_tiles) {
+std::vector<uint64_t> read_words_json(const std::string& path, int hk, int64_t total_tiles) {
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(in);
+    doc = nlohmann::json::parse(read_json_text(path));
   } catch (const nlohmann::json::exception& e) {  // parse errors, and numbers past the double range
     throw InputError(path, std::string("not a valid JSON words file (") + e.what() + "); expected " + kWordsForm);
   }
@@ -234,18 +238,14 @@ void set_explicit_words(RoutingPlan& plan, std::vector<uint64_t> words, const st
 
 std::vector<uint64_t> read_words_file(const std::string& path, int hk, int64_t total_tiles) {
   if (path.empty()) throw InputError("words_file", std::string("layout `file` needs a words file: ") + kWordsForm);
+  regular_file_size(path, kWordsForm);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, std::string("cannot open words file; expected ") + kWordsForm);
   char magic[6] = {};
   in.read(magic, sizeof magic);
   const bool npy = in.gcount() == 6 && std::string(magic, 6) == "\x93NUMPY";
-  if (npy) {
-    in.close();
-    return read_words_npy(path, hk, total_tiles);
-  }
-  in.clear();
-  in.seekg(0);
-  return read_words_json(path, in, hk, total_tiles);
+  in.close();
+  return npy ? read_words_npy(path, hk, total_tiles) : read_words_json(path, hk, total_tiles);
 }
 
 }  // namespace tilemix

@@ -2,6 +2,7 @@
 // and a passing CPU check. Each test runs the real executable in a shell.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -382,4 +383,74 @@ TEST_CASE("tilemix-bench compare_with on the CPU: each row's deviation from the 
   INFO(p.out);
   REQUIRE(p.code == 0);
   CHECK_FALSE(nlohmann::json::parse(std::ifstream(plain_out)).at("rows").at(0).contains("compared_with"));
+}
+
+TEST_CASE("limits a user can hit are errors, not crashes", "[cli]") {
+  const auto dir = temp_dir("limits");
+  const std::string bench = std::string(TILEMIX_BENCH_EXE) + " --device cpu --config '";
+  SECTION("a byte count past 64 bits exits 2 naming the case and the sizes") {
+    auto j = valid_config();
+    j["defaults"]["batch"] = 1048576;
+    j["defaults"]["seq_len"] = 2147483647;
+    j["defaults"]["hq"] = 65536;
+    j["defaults"]["hk"] = 65536;
+    const Run r = check(write_config(dir, j));
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK(r.out.find("$.cases[0]: Q [total_q, hq, d] in doubles is 2251799812636672 (total_q) x 65536 (hq) x 64 "
+                     "(d) x 8 (bytes), more than 9223372036854775807") != std::string::npos);
+  }
+  SECTION("a case larger than the host memory exits 3 with the bytes asked for, before anything is built") {
+    auto j = valid_config();
+    j["cases"][0]["name"] = "huge";
+    j["defaults"]["seq_len"] = 2147483647;
+    j["defaults"]["hq"] = 65536;
+    j["defaults"]["hk"] = 65536;
+    const std::string cfg = write_config(dir, j);
+    for (const std::string& cmd : {std::string(TILEMIX_CHECK_EXE) + " --device cpu --config '" + cfg + "'",
+                                   bench + cfg + "'"}) {
+      const Run r = run(cmd);
+      INFO(r.out);
+      CHECK(r.code == 3);
+      CHECK(r.out.find("error: out of host memory: case 'huge' (" + cfg + ": $.cases[0]) needs about ") !=
+            std::string::npos);
+      CHECK(r.out.find(" bytes); ") != std::string::npos);
+    }
+  }
+  SECTION("a sweep of 10^12 cases exits 2 naming the axes and the count") {
+    std::string values = "0";
+    for (int i = 1; i < 1000; ++i) values += "," + std::to_string(i);
+    const Run r = run(bench + write_config(dir, valid_config()) + "' --set seed=" + values + " --set block_m=" +
+                      values + " --set input.seed=" + values + " --set hq=" + values);
+    INFO(r.out.substr(0, 2000));
+    CHECK(r.code == 2);
+    CHECK(r.out.find("$.axes: the number of cases is 1 (cases) x 1000 (--set seed) x 1000 (--set block_m) x 1000 "
+                     "(--set input.seed) x 1000 (--set hq) = 1000000000000, at most 100000") != std::string::npos);
+  }
+  SECTION("a decode case whose split partials pass 64 bits exits 2") {
+    const nlohmann::json decode = {
+        {"name", "d"},
+        {"defaults",
+         {{"kind", "decode"}, {"cache_len", 2147483647}, {"batch", 1048576}, {"hq", 65536}, {"hk", 1},
+          {"tiles_per_split", 1}, {"tolerance", {{"emulator_vs_reference", {{"rel_l2", 0.05}}}}}}}};
+    const Run r = check(write_config(dir, decode, "decode.json"));
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK(r.out.find("the emulator's split partials [splits, hq, 16 rows, d + 2] is 35184372088832 (splits)") !=
+          std::string::npos);
+  }
+  SECTION("config files that are FIFOs, devices or too large exit 2 without being read") {
+    const std::string fifo = (dir / "fifo.json").string();
+    fs::remove(fifo);
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    const std::string big = write_config(dir, valid_config(), "big.json");
+    fs::resize_file(big, std::uintmax_t{300} << 20);  // sparse
+    for (const std::string& path : {fifo, std::string("/dev/zero"), big}) {
+      // A reader that waited for a writer, or read /dev/zero to its end, would meet the timeout.
+      const Run r = run("timeout 60 " + std::string(TILEMIX_CHECK_EXE) + " --device cpu --config '" + path + "'");
+      INFO(r.out);
+      CHECK(r.code == 2);
+      CHECK(r.out.find(path + ": is ") != std::string::npos);
+    }
+  }
 }

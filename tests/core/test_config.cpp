@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -705,4 +706,82 @@ TEST_CASE("every shipped config and the README's example parse", "[config]") {
   const ExperimentConfig example = parse(text.substr(begin + 8, end - begin - 8));
   CHECK(example.timing.warmup_seconds == 0.02);
   CHECK(example.cases.size() == 4);  // two cases x two head dimensions
+}
+
+TEST_CASE("sizes whose byte counts pass 64 bits are input errors naming the sizes", "[config]") {
+  // 2^20 sequences of 2^31 - 1 tokens, 65536 heads of 128 channels: 2^77 bytes of doubles.
+  CHECK(parse_error(R"({"cases": [{"batch": 1048576, "seq_len": 2147483647, "hq": 65536, "hk": 65536}]})") ==
+        "test.json: $.cases[0]: Q [total_q, hq, d] in doubles is 2251799812636672 (total_q) x 65536 (hq) x 128 (d) x "
+        "8 (bytes), more than 9223372036854775807");
+  // The same tokens fit with one head of 64 channels, but not a model's logits over 2^20 words.
+  CHECK(parse_error(R"({"cases": [{"kind": "model", "batch": 1048576, "seq_len": 2147483647, "hq": 1, "hk": 1,
+                                   "d": 64, "vocab": 1048576}]})") ==
+        "test.json: $.cases[0].vocab: the logits [tokens, vocab] in floats is 2251799812636672 (tokens) x 1048576 "
+        "(vocab) x 4 (bytes), more than 9223372036854775807");
+}
+
+TEST_CASE("a config expands to at most 100000 cases; the error names the axes and the count", "[config]") {
+  std::string values = "[0";
+  for (int i = 1; i < 1000; ++i) values += "," + std::to_string(i);
+  values += "]";
+  // 1000^4 = 10^12 cases: refused before any case is built.
+  CHECK(parse_error(R"({"defaults": {"seq_len": 8}, "axes": {"seed": )" + values + R"(, "hq": )" + values +
+                    R"(, "hk": )" + values + R"(, "block_m": )" + values + "}}") ==
+        "test.json: $.axes: the number of cases is 1 (cases) x 1000 ($.axes.seed) x 1000 ($.axes.hq) x 1000 "
+        "($.axes.hk) x 1000 ($.axes.block_m) = 1000000000000, at most 100000");
+  std::string list = "0";
+  for (int i = 1; i < 1000; ++i) list += "," + std::to_string(i);
+  CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 8}, {"seq_len": 16}]})", {"seed=" + list, "input.seed=" + list}),
+             Contains("test.json: $.axes: the number of cases is 2 (cases) x 1000 (--set seed) x 1000 (--set "
+                      "input.seed) = 2000000, at most 100000"));
+  // Without axes too.
+  std::string cases = "[{}";
+  for (int i = 1; i <= 100000; ++i) cases += ",{}";
+  CHECK(parse_error(R"({"defaults": {"seq_len": 8}, "cases": )" + cases + "]}") ==
+        "test.json: $.cases: the number of cases is 100001 (cases) = 100001, at most 100000");
+  CHECK(parse(R"({"defaults": {"seq_len": 8}, "axes": {"seed": )" + values + "}}").cases.size() == 1000);
+}
+
+TEST_CASE("the expanded cases hold at most 2^22 sequences and names of at most 1024 bytes", "[config]") {
+  // Each case keeps its lengths: five cases of 2^20 sequences are more than 2^22.
+  CHECK(parse_error(R"({"defaults": {"seq_len": 1, "batch": 1048576}, "axes": {"seed": [0, 1, 2, 3, 4]}})") ==
+        "test.json: $.defaults: the number of sequences of the cases up to this one is 4194304 + 1048576 = 5242880, "
+        "at most 4194304");
+  CHECK(parse(R"({"defaults": {"seq_len": 1, "batch": 1048576}, "axes": {"seed": [0, 1, 2, 3]}})").cases.size() == 4);
+  const std::string long_name(1020, 'n');
+  CHECK(parse(R"({"cases": [{"seq_len": 8, "name": ")" + long_name + R"("}]})").cases[0].name == long_name);
+  CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 8, "name": ")" + long_name + R"("}], "axes": {"seed": [1]}})"),
+             Contains("test.json: $.cases[0]: case name 'nnnn") && Contains("...' is 1027 bytes long, at most 1024"));
+}
+
+TEST_CASE("axes of lengths replace the lengths of the defaults and of the case", "[config]") {
+  const auto cfg = parse(R"({"defaults": {"seqlens_q": [1, 2, 3], "seqlens_k": [1, 2, 3]},
+                            "cases": [{}, {"lq": 4, "lk": 5, "batch": 2}],
+                            "axes": {"seq_len": [8, 16], "batch": [1, 3]}})");
+  REQUIRE(cfg.cases.size() == 8);
+  CHECK(cfg.cases[0].shape.cu_seqlens_q == std::vector<int64_t>{0, 8});
+  CHECK(cfg.cases[3].shape.cu_seqlens_k == std::vector<int64_t>{0, 16, 32, 48});
+  CHECK(cfg.cases[5].shape.cu_seqlens_q == std::vector<int64_t>{0, 8, 16, 24});
+  CHECK_FALSE(cfg.cases[5].json.contains("lq"));
+  CHECK(cfg.cases[5].json["batch"] == 3);
+  // Varlen axes drop the batch of the layers below them.
+  const auto varlen = parse(R"({"defaults": {"seq_len": 8, "batch": 2},
+                               "axes": {"seqlens_q": [[1, 2, 3]], "seqlens_k": [[4, 5, 6]]}})");
+  CHECK(varlen.cases[0].shape.cu_seqlens_k == std::vector<int64_t>{0, 4, 9, 15});
+  CHECK_FALSE(varlen.cases[0].json.contains("batch"));
+}
+
+TEST_CASE("config files that are not regular files, or too large, are refused before they are read", "[config]") {
+  TempDir dir;
+  // A sparse file: 300 MiB long, no disk blocks, nothing read.
+  const std::string big = dir.write("big.json", "{}");
+  fs::resize_file(big, std::uintmax_t{300} << 20);
+  CHECK_THROWS_WITH(load_config(big),
+                    big + ": is 300.0 MiB (314572800 bytes), more than the 256.0 MiB a JSON file may hold");
+  const std::string fifo = (dir.path / "fifo.json").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(load_config(fifo),
+                    fifo + ": is not a regular file (a device, FIFO or socket), expected a JSON file");
+  CHECK_THROWS_WITH(load_config("/dev/zero"), Contains("/dev/zero: is not a regular file"));
+  CHECK_THROWS_WITH(load_config(dir.path.string()), dir.path.string() + ": is a directory, expected a JSON file");
 }

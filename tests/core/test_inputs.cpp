@@ -232,3 +232,16 @@ TEST_CASE("check_finite counts NaN and Inf", "[inputs]") {
                     "x.npy: 3 NaN/Inf values, the first at element 1");
   CHECK(std::string(to_string(InputKind::llm_like)) == "llm_like");
 }
+
+TEST_CASE("inputs whose byte count passes 2^63 are refused before they are drawn", "[inputs]") {
+  // Not validated: validate() refuses this shape too, make_inputs on its own as well.
+  AttentionShape s;
+  s.hq = 65536;
+  s.hk = 1;
+  s.d = 128;
+  s.cu_seqlens_q = {0, int64_t{1} << 40};
+  s.cu_seqlens_k = {0, 1};
+  CHECK_THROWS_WITH(make_inputs(s, InputSpec{}, "$.cases[0].input"),
+                    "$.cases[0].input: Q [total_q, hq, d] in FP16 is 1099511627776 (total_q) x 8388608 (hq x d) x 2 "
+                    "(bytes), more than 9223372036854775807");
+}

@@ -66,6 +66,15 @@ TEST_CASE("cache layout rounds capacities up to whole blocks", "[decode]") {
   CHECK_THROWS_WITH(make_cache_layout(2, 64, {8, -1}), Contains("capacity[1]: negative capacity -1"));
 }
 
+TEST_CASE("cache capacities past 2^31 - 1 tokens, or past 2^63 bytes in all, are input errors", "[decode]") {
+  CHECK_THROWS_WITH(make_cache_layout(2, 64, {8, kMaxSeqLen + 1}),
+                    "capacity[1]: capacity 2147483648 is more than 2147483647 tokens");
+  // 2^20 sequences of 2^31 tokens (rounded up to whole blocks) x 65536 heads x 128 channels of FP16.
+  CHECK_THROWS_WITH(make_cache_layout(65536, 128, std::vector<int64_t>(size_t{1} << 20, kMaxSeqLen)),
+                    "capacity: the FP16 cache [capacity tokens, hk, d] is 2251799813685248 (capacity tokens) x 65536 "
+                    "(hk) x 128 (d) x 2 (bytes), more than 9223372036854775807");
+}
+
 TEST_CASE("INT8 append follows the documented requantization, by hand", "[decode]") {
   // hk = 1, d = 2. Token A = (1, 0.25): scale 1/127, codes (127, round(31.75) = 32).
   // Token B = (4, -3) joins the block: scale 4/127; A dequantized = (1, 32/127) requantizes to

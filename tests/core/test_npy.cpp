@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -191,4 +192,39 @@ TEST_CASE("read_npy_as_half converts FP32 and checks shape and dtype", "[npy]") 
   write_npy(dir.file("f64.npy"), NpyDtype::f64, {2}, f64.data());
   CHECK_THROWS_WITH(read_npy_as_half(dir.file("f64.npy"), {2}),
                     Contains(dir.file("f64.npy") + ": dtype '<f8' is not supported for attention inputs"));
+}
+
+TEST_CASE("npy limits: byte counts past 64 bits, files that are not regular, headers checked before the data",
+          "[npy]") {
+  TempDir dir;
+  SECTION("a shape whose byte count overflows names the shape") {
+    write_all(dir.file("o.npy"), npy_bytes(1, "{'descr': '<f2', 'fortran_order': False, 'shape': "
+                                              "(4611686018427387904, 4), }", ""));
+    CHECK_THROWS_WITH(read_npy(dir.file("o.npy")),
+                      dir.file("o.npy") + ": the data of shape [4611686018427387904, 4] and dtype <f2 is "
+                                          "4611686018427387904 x 4 x 2 (bytes), more than 9223372036854775807");
+    // 2^62 bytes fit 64 bits: that file is short, not too large.
+    write_all(dir.file("s.npy"), npy_bytes(1, "{'descr': '|i1', 'fortran_order': False, 'shape': "
+                                              "(4611686018427387904, 1), }", ""));
+    CHECK_THROWS_WITH(read_npy(dir.file("s.npy")), Contains("short file: expected 4611686018427387904 bytes"));
+  }
+  SECTION("directories and FIFOs") {
+    CHECK_THROWS_WITH(read_npy(dir.path.string()), dir.path.string() + ": is a directory, expected a .npy file");
+    const std::string fifo = dir.file("fifo.npy");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK_THROWS_WITH(read_npy(fifo), Contains(fifo + ": is not a regular file"));
+    CHECK_THROWS_WITH(read_npy_as_half("/dev/zero", {1}), Contains("/dev/zero: is not a regular file"));
+  }
+  SECTION("read_npy_as_half refuses a shape or dtype from the header, without reading the data") {
+    // The headers promise far more data than the files hold: reading it would be a short-file error.
+    write_all(dir.file("big.npy"),
+              npy_bytes(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000, 8), }", ""));
+    CHECK_THROWS_WITH(read_npy(dir.file("big.npy")), Contains("short file"));
+    CHECK_THROWS_WITH(read_npy_as_half(dir.file("big.npy"), {2, 8}, "[total_q, hq, d]"),
+                      dir.file("big.npy") +
+                          ": shape [1000000000, 8] does not match the config's [2, 8] ([total_q, hq, d])");
+    write_all(dir.file("f8.npy"), npy_bytes(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 8), }", ""));
+    CHECK_THROWS_WITH(read_npy_as_half(dir.file("f8.npy"), {2, 8}),
+                      Contains("dtype '<f8' is not supported for attention inputs"));
+  }
 }

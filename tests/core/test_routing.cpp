@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/error.hpp"
@@ -525,4 +526,28 @@ TEST_CASE("plan rendering: map picture, JSON and summary", "[routing]") {
   const std::string text = plan_summary(plan);
   CHECK(text.find("Tmask=8") != std::string::npos);
   CHECK(text.find("w=1") != std::string::npos);
+}
+
+TEST_CASE("words files: not regular, too large or too deep are errors naming the file", "[routing]") {
+  TempDir dir;
+  const std::string fifo = dir.file("words.fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(error_of([&] { read_words_file(fifo, 1, 1); }).find(fifo + ": is not a regular file") == 0);
+  CHECK(error_of([&] { read_words_file("/dev/zero", 1, 1); }).find("/dev/zero: is not a regular file") == 0);
+  CHECK(error_of([&] { read_words_file(dir.path.string(), 1, 1); }).find(dir.path.string() + ": is a directory") == 0);
+  // A row element nested 100 deep would be dumped recursively into the error message.
+  write_text(dir.file("deep.json"), R"({"words": [[)" + std::string(100, '[') + std::string(100, ']') + "]]}");
+  CHECK(error_of([&] { read_words_file(dir.file("deep.json"), 1, 1); }) ==
+        dir.file("deep.json") + ": JSON nested deeper than 64 levels at byte 73");
+  write_text(dir.file("big.json"), "{}");
+  std::filesystem::resize_file(dir.file("big.json"), std::uintmax_t{300} << 20);  // sparse: nothing is read
+  CHECK(error_of([&] { read_words_file(dir.file("big.json"), 1, 1); }) ==
+        dir.file("big.json") + ": is 300.0 MiB (314572800 bytes), more than the 256.0 MiB a JSON file may hold");
+  // An .npy header of another shape is refused before its data (here missing) is read.
+  std::string header = "{'descr': '<u8', 'fortran_order': False, 'shape': (1000000, 4), }";
+  header.resize(117, ' ');
+  header += '\n';
+  write_text(dir.file("words.npy"), std::string("\x93NUMPY\x01\x00\x76\x00", 10) + header);
+  CHECK(error_of([&] { read_words_file(dir.file("words.npy"), 1, 4); })
+            .find("words must have shape [1, 4] (KV heads, query tiles), got [1000000, 4]") != std::string::npos);
 }

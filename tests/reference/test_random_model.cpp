@@ -52,6 +52,14 @@ TEST_CASE("with zero attention the random model's logits do not depend on its de
   CHECK(attended != deep);
 }
 
+TEST_CASE("the random model refuses logits past 2^63 bytes before it draws a weight", "[model]") {
+  // About 2^31 tokens and 2^31 words: 2^64 bytes of logits (and 2^39 of vocabulary weights).
+  const AttentionShape shape = make_shape(1, 1, 64, false, {kMaxSeqLen}, {kMaxSeqLen});
+  CHECK_THROWS_WITH(make_random_model(shape, 1, 2147483647, 0),
+                    "vocab: the logits [tokens, vocab] in floats is 2147483647 (tokens) x 2147483647 (vocab) x 4 "
+                    "(bytes), more than 9223372036854775807");
+}
+
 TEST_CASE("the random model refuses cross-attention shapes and mis-sized inputs", "[model]") {
   const AttentionShape cross = make_shape(2, 2, 64, false, {10}, {20});
   CHECK_THROWS_AS(make_random_model(cross, 1, 8, 0), std::invalid_argument);
