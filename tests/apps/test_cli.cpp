@@ -20,27 +20,13 @@
 #include <nlohmann/json.hpp>
 
 #include "core/inputs/npy.hpp"
+#include "tests/apps/run_command.hpp"
 
 namespace fs = std::filesystem;
+using tilemix::testing::run;
+using tilemix::testing::Run;
 
 namespace {
-
-struct Run {
-  int code = -1;
-  std::string out;  // stdout + stderr
-};
-
-Run run(const std::string& cmd) {
-  Run r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 fs::path temp_dir(const std::string& name) {
   fs::path d = fs::temp_directory_path() / ("tilemix-cli-" + name + "-" + std::to_string(::getpid()));

@@ -22,8 +22,11 @@
 #include "apps/common/table_columns.hpp"
 #include "core/config/experiment.hpp"
 #include "core/error.hpp"
+#include "tests/apps/run_command.hpp"
 
 namespace fs = std::filesystem;
+using tilemix::testing::run;
+using tilemix::testing::Run;
 using namespace tilemix;
 using namespace tilemix::app;
 
@@ -312,23 +315,6 @@ TEST_CASE("merged rows become the tilemix-bench table with their columns, for CS
 // ---- the executable ----
 
 namespace {
-
-struct Run {
-  int code = -1;
-  std::string out;  // stdout + stderr
-};
-
-Run run(const std::string& cmd) {
-  Run r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 const std::string kBench = TILEMIX_BENCH_EXE;
 
