@@ -19,8 +19,10 @@
 #include "core/routing/layout.hpp"
 #include "core/routing/plan.hpp"
 #include "core/routing/render.hpp"
+#include "tests/core/input_errors.hpp"
 
 using namespace tilemix;
+using tilemix::testing::error_of;
 
 namespace {
 
@@ -132,15 +134,6 @@ struct TempDir {
 };
 
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 

@@ -1,27 +1,15 @@
 #include <catch2/catch.hpp>
 
-#include <functional>
 #include <limits>
 #include <stdexcept>
 
 #include "core/error.hpp"
 #include "core/sizes.hpp"
+#include "tests/core/input_errors.hpp"
 
 using namespace tilemix;
+using tilemix::testing::error_of;
 using Catch::Matchers::Contains;
-
-namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-}  // namespace
 
 TEST_CASE("checked_product multiplies sizes and names each factor when they overflow", "[sizes]") {
   CHECK(checked_product("w", "Q", {{3, "a"}, {5, "b"}, {7}}) == 105);
