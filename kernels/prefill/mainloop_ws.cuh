@@ -296,12 +296,13 @@ struct MainloopWs {
       // Keys of the last step whose V rows stay: those of the sequence and of the tile's key tiles.
       const int last_valid = min(blk.lk, blk.key_tiles * kHalfN) - last * Cfg::kBlockN;
 
-      // Step n's scores: issued (S = Q K^T or Q8 K8^T, per half or per step), then finished
-      // once they landed (raw fp32 scores and each half's scale into the log2 domain, masked),
-      // then the softmax turns them into P with the scale folded into its exponent. Both score products of a half accumulate into the same 32 integer registers (s32 or the
-      // f32 bits), so that one register set is in flight however the halves are routed. (An m64n128
-      // product beside m64n64 products on the same registers in one kernel made ptxas serialize
-      // every wgmma of it, warning C7511: hence two instances.)
+      // Step n's scores: issued (S = Q K^T or Q8 K8^T, per half or per step), then finished once
+      // they landed (raw fp32 scores and each half's scale into the log2 domain, masked), then the
+      // softmax turns them into P with the scale folded into its exponent. Both score products of
+      // a half accumulate into the same 32 integer registers (s32 or the f32 bits), so that one
+      // register set is in flight however the halves are routed. (An m64n128 product beside
+      // m64n64 products on the same registers in one kernel made ptxas serialize every wgmma of
+      // it, warning C7511: hence two instances.)
       StepRoutes step;
       float k_scale[2] = {0.0f, 0.0f};
       float scale[2] = {0.0f, 0.0f};  // the step's score scale per half
