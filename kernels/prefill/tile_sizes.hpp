@@ -82,8 +82,8 @@ struct PrefillConfigSm90 {
 // PrefillConfigSm90. A consumer step covers two routing tiles, 128 keys: each 64-key half keeps
 // its own route, K scale and copy (K8 or K), so plans and words are unchanged, while the online
 // softmax, the mask and P V run once per 128 keys. Per key that halves the row reductions, the
-// O rescale, the barrier waits and the loop overhead of 64-key steps, and a score product of two
-// FP16 (or two INT8) halves is one m64n128 wgmma, which reads each Q fragment once for 128 keys.
+// O rescale, the barrier waits and the loop overhead of 64-key steps, and where a step cannot mix
+// paths its score product is one m64n128 wgmma, which reads each Q fragment once for 128 keys.
 // One persistent CTA per SM: the registers setmaxnreg gives a consumer thread hold the scores of
 // a step in flight (64), O (64) and the previous step's P (32). Shared memory: Q 32 KB, Q8 16 KB,
 // 2 K stages and 2 V stages of 32 KB = 176 KB; K and V have their own full/empty barriers, so a K
@@ -105,7 +105,8 @@ struct PrefillConfigWs {
   static constexpr int kDimFrags = kHeadDim / 8;
   static constexpr int kKStages = 2;
   static constexpr int kVStages = 2;
-  // setmaxnreg: 128 x 24 + 256 x 240 = 64,512 of the SM's 65,536 registers.
+  // setmaxnreg: 128 x 24 + 256 x 240 = 64,512 of the SM's 65,536 registers (with 232 per consumer
+  // thread ptxas spilled 48-84 bytes).
   static constexpr int kProducerRegisters = 24;
   static constexpr int kConsumerRegisters = 240;
   static_assert(kHeadDim == 128, "the warp-specialized mainloop is built for d = 128");
