@@ -27,7 +27,7 @@ const std::vector<std::string> kCaseKeys = {"name",       "batch", "seq_len", "l
                                             "append_steps", "tiles_per_split", "mainloop", "combine", "layers",
                                             "vocab",      "compare_with"};
 const std::vector<std::string> kInputKeys = {
-    "kind", "seed", "stddev", "outlier_channels", "outlier_scale", "sink_scale", "local_bias",
+    "kind", "seed", "stddev", "outlier_channels", "outlier_scale", "sink_scale", "local_bias", "k_channel_bias",
     "q",    "k",    "v",      "allow_nonfinite"};
 const std::vector<std::string> kToleranceKeys = {"emulator_vs_reference", "gpu_vs_emulator", "gpu_vs_reference"};
 const std::vector<std::string> kBoundKeys = {"max_abs", "mean_abs", "rel_l2", "min_cosine"};
@@ -349,6 +349,7 @@ void read_input(JsonObjectReader& r, const json& merged, const Origins& origins,
   if (const auto v = number_at_least(*ir, "outlier_scale", 0.0, true)) in.outlier_scale = static_cast<float>(*v);
   if (const auto v = number_at_least(*ir, "sink_scale", 0.0, true)) in.sink_scale = static_cast<float>(*v);
   if (const auto v = number_at_least(*ir, "local_bias", 0.0, false)) in.local_bias = static_cast<float>(*v);
+  if (const auto v = number_at_least(*ir, "k_channel_bias", 0.0, false)) in.k_channel_bias = static_cast<float>(*v);
   if (const auto v = ir->boolean("allow_nonfinite")) in.allow_nonfinite = *v;
   const std::pair<const char*, std::string*> files[] = {{"q", &in.q_path}, {"k", &in.k_path}, {"v", &in.v_path}};
   for (const auto& [key, dst] : files) {

@@ -20,7 +20,7 @@ constexpr int kPositionalPairs = static_cast<int>(std::size(kWavelengths));
 constexpr double kTwoPi = 6.283185307179586476925;
 
 // Independent streams per tensor; rows draw from mix_seed(tensor stream, token).
-enum Stream : uint64_t { kStreamQ = 1, kStreamK = 2, kStreamV = 3, kStreamOutliers = 4 };
+enum Stream : uint64_t { kStreamQ = 1, kStreamK = 2, kStreamV = 3, kStreamOutliers = 4, kStreamChannelBias = 5 };
 
 // Fills [tokens, row_len] with N(0, stddev) draws, lets `modify(token, row)` adjust each row in
 // FP32, and rounds to FP16. One stream per token row: the result does not depend on threads.
@@ -81,6 +81,31 @@ void add_positional(float* row, int heads, int d, double pos, double amplitude) 
       row[h * d + channel + 1] += s;
     }
   }
+}
+
+// Per-channel key offsets, one vector per KV head that every token of the head shares: the
+// channel-wise mean that real models' keys carry (SageAttention, Zhang et al. 2024, section 3 and
+// figure 4: K has channel-wise outliers common to all tokens, so subtracting the mean key "smooths"
+// it; KIVI, Liu et al. 2024, section 3: key outliers sit in fixed channels). A few channels (one
+// in 16, at least one) are large and the rest small: offset = bias * stddev * z with
+// z = +-(1 + |N(0, 1)| / 2) (random sign) on the large channels and N(0, 0.1^2) on the others,
+// [hk, d], drawn from their own stream.
+std::vector<float> channel_offsets(uint64_t seed, int hk, int d, float bias, float stddev) {
+  std::vector<float> offsets(static_cast<size_t>(hk) * d);
+  const int large = std::max(1, d / 16);
+  for (int h = 0; h < hk; ++h) {
+    const uint64_t head_seed = mix_seed(seed, static_cast<uint64_t>(h));
+    const std::vector<int> big = outlier_channels(head_seed, large, d);
+    NormalStream normal(mix_seed(head_seed, 1));
+    for (int c = 0; c < d; ++c) {
+      const double n = normal.next();
+      const double z = std::binary_search(big.begin(), big.end(), c)
+                           ? std::copysign(1.0 + 0.5 * std::fabs(n), normal.next())
+                           : 0.1 * n;
+      offsets[static_cast<size_t>(h) * d + c] = static_cast<float>(bias * stddev * z);
+    }
+  }
+  return offsets;
 }
 
 struct Nonfinite {
@@ -167,6 +192,14 @@ AttentionInputs make_inputs(const AttentionShape& shape, const InputSpec& spec, 
     if (!(spec.local_bias >= 0.0f) || !std::isfinite(spec.local_bias)) {
       throw InputError(where + ".local_bias", "must be a finite number >= 0");
     }
+    if (!(spec.k_channel_bias >= 0.0f) || !std::isfinite(spec.k_channel_bias)) {
+      throw InputError(where + ".k_channel_bias", "must be a finite number >= 0");
+    }
+    const std::vector<float> offsets =
+        spec.k_channel_bias > 0.0f
+            ? channel_offsets(mix_seed(spec.seed, kStreamChannelBias), shape.hk, shape.d, spec.k_channel_bias,
+                              spec.stddev)
+            : std::vector<float>();
     const double amplitude = std::sqrt(static_cast<double>(spec.local_bias)) * spec.stddev;
     const std::vector<int> outliers = outlier_channels(spec.seed, spec.outlier_channels, max_outlier_channels(shape.d));
     const int hq = shape.hq, hk = shape.hk, d = shape.d;
@@ -185,6 +218,8 @@ AttentionInputs make_inputs(const AttentionShape& shape, const InputSpec& spec, 
       if (p.pos == 0) {
         for (int64_t i = 0; i < k_row; ++i) row[i] *= spec.sink_scale;
       }
+      // Last, so that every token of the head, the sink too, carries the same offset.
+      for (size_t i = 0; i < offsets.size(); ++i) row[i] += offsets[i];
     });
   }
   in.v = generate(total_k, k_row, seed_v, spec.stddev, unchanged);

@@ -21,6 +21,9 @@ struct InputSpec {
   float outlier_scale = 8.0f;
   float sink_scale = 6.0f;
   float local_bias = 0.5f;
+  // llm_like: per-channel key offsets shared by every token of a KV head, in units of stddev
+  // (0: none; inputs.cpp says what they model).
+  float k_channel_bias = 0.0f;
   // npy: FP16 or FP32, C order, shapes [total_q, hq, d] / [total_k, hk, d].
   std::string q_path, k_path, v_path;
   bool allow_nonfinite = false;  // NaN/Inf in inputs are an error unless allowed

@@ -91,7 +91,7 @@ TEST_CASE("every case key is read", "[config]") {
                  "group": 2, "block_m": 64, "block_n": 128, "mode": "on_the_fly", "state": "fp16",
                  "accum": "fp16", "layout": "rowrand", "ratio": 0.25,
                  "input": {"kind": "llm_like", "stddev": 0.5, "outlier_channels": 2, "outlier_scale": 4,
-                           "sink_scale": 3, "local_bias": 0.25, "allow_nonfinite": true},
+                           "sink_scale": 3, "local_bias": 0.25, "k_channel_bias": 1.5, "allow_nonfinite": true},
                  "tolerance": {"emulator_vs_reference": {"max_abs": 0.01, "mean_abs": 0.001, "rel_l2": 0.02,
                                                          "min_cosine": 0.999},
                                "gpu_vs_emulator": {"max_abs": 0}}},
@@ -127,6 +127,7 @@ TEST_CASE("every case key is read", "[config]") {
   CHECK(c.input.outlier_scale == 4.0f);
   CHECK(c.input.sink_scale == 3.0f);
   CHECK(c.input.local_bias == 0.25f);
+  CHECK(c.input.k_channel_bias == 1.5f);
   CHECK(c.input.allow_nonfinite);
   CHECK(c.tolerance.emulator_vs_reference.max_abs == 0.01);
   CHECK(c.tolerance.emulator_vs_reference.mean_abs == 0.001);
@@ -266,6 +267,8 @@ TEST_CASE("bad input names the field", "[config]") {
                Contains("$.cases[0].input.q: is required for input kind npy"));
     CHECK_THAT(parse_error(with(R"("input": {"q": "q.npy"})")),
                Contains("$.cases[0].input.q: is only used with input kind npy"));
+    CHECK_THAT(parse_error(with(R"("input": {"kind": "llm_like", "k_channel_bias": -0.5})")),
+               Contains("$.cases[0].input.k_channel_bias: must be"));
   }
   SECTION("tolerances, methods and timing") {
     CHECK_THAT(parse_error(with(R"("tolerance": {"emulator_vs_reference": {"max_abs": -1}})")),

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/fp16.hpp"
@@ -154,6 +156,54 @@ TEST_CASE("llm_like inputs: sink key, outlier channels, local bias", "[inputs]")
     INFO("mean score near " << near << ", far " << far);
     CHECK(near > far + 1.0);
   }
+}
+
+TEST_CASE("llm_like k_channel_bias: one key offset per KV head and channel, shared by every token", "[inputs]") {
+  const AttentionShape s = make_shape(4, 2, 64, {300, 77}, {300, 77});
+  InputSpec spec;
+  spec.kind = InputKind::llm_like;
+  spec.seed = 5;
+  const AttentionInputs base = make_inputs(s, spec);
+  InputSpec zero = spec;
+  zero.k_channel_bias = 0.0f;  // the default: no offset, the same inputs as before the key existed
+  CHECK(make_inputs(s, zero).k == base.k);
+
+  spec.k_channel_bias = 3.0f;
+  const AttentionInputs biased = make_inputs(s, spec);
+  CHECK(biased.q == base.q);
+  CHECK(biased.v == base.v);
+  const int64_t tokens = s.total_k();
+  float largest = 0.0f;
+  for (uint16_t x : biased.k) largest = std::max(largest, std::fabs(half_to_float(x)));
+  // Two FP16 roundings of values up to `largest` apart: the offset is the same for every token.
+  const float tolerance = 2.0f * largest / 1024.0f;
+  for (int h = 0; h < s.hk; ++h) {
+    std::vector<float> offset(s.d);
+    for (int c = 0; c < s.d; ++c) {
+      float lo = INFINITY, hi = -INFINITY;
+      for (int64_t t = 0; t < tokens; ++t) {
+        const size_t i = (static_cast<size_t>(t) * s.hk + h) * s.d + c;
+        const float diff = half_to_float(biased.k[i]) - half_to_float(base.k[i]);
+        lo = std::min(lo, diff);
+        hi = std::max(hi, diff);
+      }
+      INFO("head " << h << " channel " << c);
+      CHECK(hi - lo <= tolerance);
+      offset[c] = std::fabs(0.5f * (lo + hi));
+    }
+    // One channel in 16 at least the bias (in stddevs), the rest an order of magnitude smaller.
+    std::sort(offset.begin(), offset.end(), std::greater<float>());
+    const int large = s.d / 16;
+    CHECK(offset[large - 1] >= spec.k_channel_bias - tolerance);
+    CHECK(offset[large] < 0.5f * spec.k_channel_bias);
+    CHECK(offset[s.d / 2] < 0.15f * spec.k_channel_bias);
+  }
+  InputSpec other_seed = spec;
+  other_seed.seed = 6;
+  CHECK(make_inputs(s, other_seed).k != biased.k);
+
+  spec.k_channel_bias = -1.0f;
+  CHECK_THROWS_WITH(make_inputs(s, spec, "$.cases[0].input"), Contains("$.cases[0].input.k_channel_bias"));
 }
 
 TEST_CASE("llm_like queries use key-space positions when Lq != Lk", "[inputs]") {

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/inputs/inputs.hpp"
 #include "core/quant.hpp"
 #include "reference/emulator.hpp"
 #include "reference/exact.hpp"
@@ -337,6 +338,29 @@ TEST_CASE("emulator: softmax steps of two key tiles", "[emulator]") {
     CHECK_THROWS_WITH(emulate_attention(s, in, plan, with_steps(StatePrecision::fp32, 0)),
                       Catch::Contains("softmax_tiles"));
   }
+}
+
+TEST_CASE("emulator: key channel offsets raise the INT8 path's error, not the FP16 path's", "[emulator]") {
+  // The motivation of key smoothing: an offset shared by every token inflates each K block's
+  // absmax scale, so the INT8 scores lose resolution; softmax itself ignores it (exact reference).
+  const AttentionShape s = make_shape(4, 2, 128, true, {512}, {512});
+  InputSpec spec;
+  spec.kind = InputKind::llm_like;
+  spec.seed = 9;
+  spec.outlier_scale = 1.0f;  // the offsets are the keys' outliers, as in the models cited
+  double int8_error[2], fp16_error[2];
+  for (int i = 0; i < 2; ++i) {
+    spec.k_channel_bias = i == 0 ? 0.0f : 8.0f;
+    const AttentionInputs in = make_inputs(s, spec);
+    const ExactResult ref = exact_attention(s, in);
+    const TileGeometry geo{128, 64};
+    int8_error[i] = compare(emulate_attention(s, in, uniform_plan(s, geo, true), kDefault).o, ref.o).rel_l2;
+    fp16_error[i] = compare(emulate_attention(s, in, uniform_plan(s, geo, false), kDefault).o, ref.o).rel_l2;
+  }
+  INFO("INT8 rel_l2 " << int8_error[0] << " -> " << int8_error[1] << ", FP16 " << fp16_error[0] << " -> "
+                      << fp16_error[1]);
+  CHECK(int8_error[1] > 1.15 * int8_error[0]);  // about a quarter higher at this shape
+  CHECK(fp16_error[1] < 2e-3);
 }
 
 TEST_CASE("emulator: B=1 Hq=8 Hk=2 L=2048 d=128 causal within 10 s", "[.][perf]") {
