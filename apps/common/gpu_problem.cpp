@@ -70,10 +70,10 @@ KernelOutput GpuProblem::fetch() {
 void GpuProblem::set_routing(const RoutingPlan& plan, const std::vector<uint64_t>& words) {
   words_ = gpu::to_device(words);
   tile_offset_ = gpu::to_device(plan.tile_offset);
-  group_ = gpu::to_device(plan.groups());
+  const std::vector<int> groups = plan.groups();
+  group_ = gpu::to_device(groups);
   total_query_tiles_ = plan.total_tiles();
   any_int8_ = gpu::any_int8_route(words);
-  const std::vector<int> groups = plan.groups();
   even_route_groups_ = std::all_of(groups.begin(), groups.end(), [](int g) { return g % 2 == 0; });
 }
 

@@ -35,31 +35,17 @@ struct OnlineSoftmax {
   // noise only, far below the fp16 output's ulp).
   __device__ __forceinline__ void update(float (&s)[kRowSlices][kKeyFrags][4], bool fp16_state,
                                          float (&alpha)[kRows]) {
-    const auto max_op = [](float a, float b) { return fmaxf(a, b); };
-    const auto add_op = [](float a, float b) { return __fadd_rn(a, b); };
-    float tile_max[kRows], sum[kRows], ref[kRows];
-    reduce_rows(s, tile_max, max_op);
+    float tile_max[kRows], ref[kRows];
+    reduce_rows(s, tile_max, [](float a, float b) { return fmaxf(a, b); });
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      float m_new = fmaxf(row_max[r], tile_max[r]);
-      if (fp16_state) m_new = round_to_half(m_new);
-      ref[r] = m_new == -INFINITY ? 0.0f : m_new;
-      alpha[r] = exp2_approx(__fsub_rn(row_max[r], ref[r]));
-      row_max[r] = m_new;
-    }
+    for (int r = 0; r < kRows; ++r) ref[r] = move_max(r, tile_max[r], fp16_state, alpha[r]);
 #pragma unroll
     for (int mi = 0; mi < kRowSlices; ++mi)
 #pragma unroll
       for (int ni = 0; ni < kKeyFrags; ++ni)
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[mi][ni][e] = exp2_approx(__fsub_rn(s[mi][ni][e], ref[mi * 2 + e / 2]));
-    reduce_rows(s, sum, add_op);
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      float l = __fadd_rn(__fmul_rn(row_sum[r], alpha[r]), sum[r]);
-      if (fp16_state) l = round_to_half(l);
-      row_sum[r] = l;
-    }
+    add_sums(s, alpha, fp16_state);
   }
 
   // The same with the scale folded into the exponent (prefill v3): s holds raw scores (the FP16
@@ -90,12 +76,7 @@ struct OnlineSoftmax {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       const float tile_max = fmaxf(__fmul_rn(half_max[2 * r], scale[0]), __fmul_rn(half_max[2 * r + 1], scale[1]));
-      float m_new = fmaxf(row_max[r], tile_max);
-      if (fp16_state) m_new = round_to_half(m_new);
-      const float ref = m_new == -INFINITY ? 0.0f : m_new;
-      alpha[r] = exp2_approx(__fsub_rn(row_max[r], ref));
-      row_max[r] = m_new;
-      neg_ref[r] = -ref;
+      neg_ref[r] = -move_max(r, tile_max, fp16_state, alpha[r]);
     }
 #pragma unroll
     for (int mi = 0; mi < kRowSlices; ++mi)
@@ -105,8 +86,25 @@ struct OnlineSoftmax {
         for (int e = 0; e < 4; ++e) {
           s[mi][ni][e] = exp2_approx(__fmaf_rn(s[mi][ni][e], scale[ni / kHalfFrags], neg_ref[mi * 2 + e / 2]));
         }
+    add_sums(s, alpha, fp16_state);
+  }
+
+  // Row r's step from its tile maximum: m_new = max(m, tile max) [fp16 state: rounded], alpha =
+  // exp2(m - ref); returns the reference ref (m_new, or 0 for a row with no legal key so far).
+  __device__ __forceinline__ float move_max(int r, float tile_max, bool fp16_state, float& alpha) {
+    float m_new = fmaxf(row_max[r], tile_max);
+    if (fp16_state) m_new = round_to_half(m_new);
+    const float ref = m_new == -INFINITY ? 0.0f : m_new;
+    alpha = exp2_approx(__fsub_rn(row_max[r], ref));
+    row_max[r] = m_new;
+    return ref;
+  }
+
+  // l = l * alpha + rowsum(p) [fp16 state: rounded].
+  __device__ __forceinline__ void add_sums(const float (&p)[kRowSlices][kKeyFrags][4], const float (&alpha)[kRows],
+                                           bool fp16_state) {
     float sum[kRows];
-    reduce_rows(s, sum, [](float a, float b) { return __fadd_rn(a, b); });
+    reduce_rows(p, sum, [](float a, float b) { return __fadd_rn(a, b); });
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       float l = __fadd_rn(__fmul_rn(row_sum[r], alpha[r]), sum[r]);
