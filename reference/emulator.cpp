@@ -122,6 +122,14 @@ class TileEmulator {
       float* scale = options_.fused_score_scale ? &st.score_scale[static_cast<size_t>(r) * stride + col] : nullptr;
       const int64_t legal = std::clamp<int64_t>(visible_keys(i0 + r, t.lq, t.lk, t.causal) - j0, 0, width);
       const size_t q_offset = (static_cast<size_t>(q_first + r) * hq + tile.h) * d;
+      const auto store = [&](int64_t j, float raw, float factor) {
+        if (scale) {
+          s[j] = raw;
+          scale[j] = factor;
+        } else {
+          s[j] = raw * factor;
+        }
+      };
       if (int8) {
         const float* q = &ops_.q8_codes[q_offset];
         float* acc = st.int8_dot.data();
@@ -132,15 +140,7 @@ class TileEmulator {
           for (int64_t j = 0; j < legal; ++j) acc[j] += qc * k[j];
         }
         const float q_scale = ops_.q8.scale(tile.b, i0 + r, tile.h) * scale_log2_;
-        for (int64_t j = 0; j < legal; ++j) {
-          const float factor = q_scale * ops_.k8.scale(tile.b, j0 + j, kvh);
-          if (scale) {
-            s[j] = acc[j];
-            scale[j] = factor;
-          } else {
-            s[j] = acc[j] * factor;
-          }
-        }
+        for (int64_t j = 0; j < legal; ++j) store(j, acc[j], q_scale * ops_.k8.scale(tile.b, j0 + j, kvh));
       } else {
         const float* q = &ops_.q[q_offset];
         double* acc = st.dot.data();
@@ -151,14 +151,7 @@ class TileEmulator {
           // fp16 x fp16 products are exact in fp32; the sum is kept in double.
           for (int64_t j = 0; j < legal; ++j) acc[j] += static_cast<double>(qc * k[j]);
         }
-        for (int64_t j = 0; j < legal; ++j) {
-          if (scale) {
-            s[j] = static_cast<float>(acc[j]);
-            scale[j] = scale_log2_;
-          } else {
-            s[j] = static_cast<float>(acc[j]) * scale_log2_;
-          }
-        }
+        for (int64_t j = 0; j < legal; ++j) store(j, static_cast<float>(acc[j]), scale_log2_);
       }
       std::fill(s + legal, s + width, kNegInf);
       if (scale) std::fill(scale + legal, scale + width, 1.0f);
