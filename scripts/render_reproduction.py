@@ -73,16 +73,19 @@ def load_values(path):
 
 def load_notes(path):
     """'## table N' sections of the notes file -> text; '## all' goes before the tables and
-    '## not reproduced' after them."""
+    '## not reproduced' after them. A section may appear once: a second one is an error (the
+    first would be lost without a word)."""
     notes, key, lines = {}, None, []
     if not os.path.exists(path):
         return notes
     with open(path, encoding="utf-8") as f:
-        for line in f:
+        for number, line in enumerate(f, 1):
             m = re.match(r"## (table \d+|all|not reproduced)\s*$", line)
             if m:
                 if key:
                     notes[key] = "".join(lines).strip()
+                if m.group(1) in notes or m.group(1) == key:
+                    sys.exit(f"render_reproduction: {path}:{number}: a second '## {m.group(1)}' section")
                 key, lines = m.group(1), []
             elif key:
                 lines.append(line)

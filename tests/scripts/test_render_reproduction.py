@@ -190,6 +190,16 @@ class RenderReproduction(unittest.TestCase):
         self.assertLess(self.doc.index("NOTE-ALL"), self.doc.index("## Table 2:"))
         self.assertGreater(self.doc.index("NOTE-NOT-REPRODUCED"), self.doc.index("## Table 23:"))
 
+    def test_a_repeated_notes_section_is_an_error(self):
+        twice = os.path.join(self.tmp, "twice.md")
+        with open(twice, "w", encoding="utf-8") as f:
+            f.write("## table 18\nfirst\n\n## table 19\nother\n\n## table 18\nsecond\n")
+        result = subprocess.run([sys.executable, os.path.join(ROOT, "scripts/render_reproduction.py"), "--results",
+                                 self.cpu, "--notes", twice, "--out", os.path.join(self.tmp, "x.md")],
+                                capture_output=True, text=True)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn(f"{twice}:7: a second '## table 18' section", result.stderr)
+
     def test_rendering_is_deterministic(self):
         again = os.path.join(self.tmp, "again.md")
         render("--results", self.gpu, "--results", self.cpu, "--notes", self.notes, "--out", again)
