@@ -74,7 +74,7 @@ void GpuProblem::set_routing(const RoutingPlan& plan, const std::vector<uint64_t
   group_ = gpu::to_device(groups);
   total_query_tiles_ = plan.total_tiles();
   any_int8_ = gpu::any_int8_route(words);
-  even_route_groups_ = std::all_of(groups.begin(), groups.end(), [](int g) { return g % 2 == 0; });
+  uniform_steps_ = uniform_steps(plan, words, gpu::prefill_emulation(PrefillMainloop::warp_specialized).softmax_tiles);
 }
 
 void GpuProblem::launch_tilemix(const Numerics& numerics) {
@@ -83,7 +83,7 @@ void GpuProblem::launch_tilemix(const Numerics& numerics) {
   p.tile_offset = tile_offset_.as<const int64_t>();
   p.group = group_.as<const int>();
   p.total_query_tiles = total_query_tiles_;
-  p.even_route_groups = even_route_groups_;
+  p.uniform_steps = uniform_steps_;
   if (numerics.mode == QuantMode::quantize_once && any_int8_) gpu::quantize_qk(p, nullptr);
   gpu::tilemix_prefill(p, nullptr);
 }

@@ -65,7 +65,7 @@ class GpuProblem {
   int64_t q_blocks_ = 0, k_blocks_ = 0;
   int64_t total_query_tiles_ = 0;
   bool any_int8_ = false;
-  bool even_route_groups_ = false;  // PrefillParams::even_route_groups of the routing set
+  bool uniform_steps_ = false;  // PrefillParams::uniform_steps of the routing set
 };
 
 // FP16 bits as an ordered integer line: the distance of two values in units in the last place.

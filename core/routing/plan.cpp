@@ -1,5 +1,6 @@
 #include "core/routing/plan.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -132,6 +133,27 @@ std::string word_hex(uint64_t w) {
   char buf[19];
   std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(w));
   return buf;
+}
+
+bool uniform_steps(const RoutingPlan& plan, const std::vector<uint64_t>& words, int tiles_per_step) {
+  const int64_t total = plan.total_tiles();
+  for (size_t b = 0; b < plan.tilings.size(); ++b) {
+    const SequenceTiling& t = plan.tilings[b];
+    if (t.g % tiles_per_step == 0) continue;  // a step never straddles two groups
+    for (int m = 0; m < t.tm; ++m) {
+      const int tiles = t.legal_tile_end(m);
+      for (int kvh = 0; kvh < plan.hk; ++kvh) {
+        const uint64_t w = words[static_cast<size_t>(kvh) * total + plan.tile_offset[b] + m];
+        for (int first = 0; first < tiles; first += tiles_per_step) {
+          const uint64_t route = (w >> (first / t.g)) & 1ull;
+          for (int n = first + 1; n < std::min(tiles, first + tiles_per_step); ++n) {
+            if (((w >> (n / t.g)) & 1ull) != route) return false;
+          }
+        }
+      }
+    }
+  }
+  return true;
 }
 
 RoutingPlan make_plan(const AttentionShape& shape, const RoutingRequest& request, const std::string& where) {

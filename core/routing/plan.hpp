@@ -42,6 +42,13 @@ struct RoutingPlan {
   std::vector<int> groups() const;
 };
 
+// True when every step of `tiles_per_step` consecutive key tiles (aligned at multiples of it, the
+// last step of a query tile cut at its legal tiles) takes one route in every query tile and KV head
+// under `words` (laid out as RoutingPlan::words): a kernel that updates its softmax once per step
+// may then take one score product per step. Always true when every g is a multiple of
+// tiles_per_step, and for plans of one route.
+bool uniform_steps(const RoutingPlan& plan, const std::vector<uint64_t>& words, int tiles_per_step);
+
 // Builds the plan; throws InputError (naming `where` fields) for bad ratios, g, or word files.
 RoutingPlan make_plan(const AttentionShape& shape, const RoutingRequest& request, const std::string& where = "");
 

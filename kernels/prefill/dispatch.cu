@@ -117,7 +117,7 @@ void launch(const PrefillParams& p, void* stream, const std::string& context) {
     launch_prefill<128, kPaths, true>(k, shape, stream, context);
   } else if (p.mainloop == PrefillMainloop::warp_specialized) {
     if constexpr (kPaths != ScorePaths::routed_on_the_fly) {
-      launch_prefill_ws<kPaths>(k, PrefillTensors{p.total_q, p.total_k}, shape, p.even_route_groups, stream, context);
+      launch_prefill_ws<kPaths>(k, PrefillTensors{p.total_q, p.total_k}, shape, p.uniform_steps, stream, context);
     }
   } else {
     // d = 128, fp32 P V accumulation: the wgmma (sm_90a) kernel, which automatic takes while the

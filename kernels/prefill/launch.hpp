@@ -37,9 +37,9 @@ void launch_prefill_sm90(const KernelParams& params, const LaunchShape& shape, v
 
 // The warp-specialized kernel (sm_90a, TMA, persistent): d = 128 with fp32 P V accumulation,
 // flash_fp16 and quantize_once, token counts below 2^31 (TMA coordinates are 32-bit).
-// even_route_groups: every routing group spans an even number of key tiles (PrefillParams).
+// uniform_steps: both key tiles of every step take one route (PrefillParams).
 template <ScorePaths kPaths>
 void launch_prefill_ws(const KernelParams& params, const PrefillTensors& tensors, const LaunchShape& shape,
-                       bool even_route_groups, void* stream, const std::string& context);
+                       bool uniform_steps, void* stream, const std::string& context);
 
 }  // namespace tilemix::gpu

@@ -141,9 +141,9 @@ struct StepRoutes {
   }
 };
 
-// kUniformSteps: the two halves of every step take one path (flash_fp16, or routing groups of an
-// even number of tiles), so a step's scores are one m64n128 product; otherwise one m64n64
-// product per half.
+// kUniformSteps: the two halves of every step take one path (flash_fp16, or a plan whose steps
+// never mix routes: PrefillParams::uniform_steps), so a step's scores are one m64n128 product;
+// otherwise one m64n64 product per half.
 template <class Cfg, ScorePaths kPaths, bool kUniformSteps>
 struct MainloopWs {
   static_assert(kPaths != ScorePaths::routed_on_the_fly, "on_the_fly runs on MainloopSm90");

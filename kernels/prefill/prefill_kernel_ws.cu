@@ -1,7 +1,7 @@
 // The warp-specialized prefill kernel (sm_90a, prefill v3): one persistent CTA per SM, a
 // producer warpgroup and two consumer warpgroups (MainloopWs), the consumers' epilogue straight
 // from registers. Instances: d = 128, fp32 P V accumulation, flash_fp16 and tilemix quantize_once
-// (steps of one path for routing groups of an even number of tiles, of two otherwise).
+// (one score product per step where both tiles of every step take one route, two otherwise).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -76,10 +76,10 @@ void launch_instance(const KernelParams& params, const PrefillTensors& tensors, 
 
 template <ScorePaths kPaths>
 void launch_prefill_ws(const KernelParams& params, const PrefillTensors& tensors, const LaunchShape& shape,
-                       bool even_route_groups, void* stream, const std::string& context) {
+                       bool uniform_steps, void* stream, const std::string& context) {
   if constexpr (kPaths == ScorePaths::fp16) {
     launch_instance<kPaths, true>(params, tensors, shape, stream, context);
-  } else if (even_route_groups) {
+  } else if (uniform_steps) {
     launch_instance<kPaths, true>(params, tensors, shape, stream, context);
   } else {
     launch_instance<kPaths, false>(params, tensors, shape, stream, context);

@@ -397,6 +397,55 @@ TEST_CASE("plans broadcast templates over KV heads and sequences", "[routing]") 
   CHECK(plan.int8_route(0, 0, 0, 0) == false);  // tile 0 of 700 x 300 sees no key
 }
 
+// Whether some step of `per_step` key tiles of a query tile's legal range mixes routes, by route.
+bool brute_force_mixed_step(const RoutingPlan& plan, int per_step) {
+  for (size_t b = 0; b < plan.tilings.size(); ++b) {
+    for (int m = 0; m < plan.tilings[b].tm; ++m) {
+      for (int h = 0; h < plan.hk; ++h) {
+        const int tiles = plan.tilings[b].legal_tile_end(m);
+        for (int n = 0; n < tiles; ++n) {
+          const int first = n - n % per_step;
+          if (plan.int8_route(h, static_cast<int>(b), m, n) != plan.int8_route(h, static_cast<int>(b), m, first)) {
+            return true;
+          }
+        }
+      }
+    }
+  }
+  return false;
+}
+
+TEST_CASE("uniform steps: both tiles of every step take one route", "[routing]") {
+  const std::vector<int64_t> lens = {2048, 1, 300, 8192, 4096};
+  for (bool causal : {true, false}) {
+    for (LayoutKind layout : generated_layouts()) {
+      INFO(to_string(layout) << (causal ? " causal" : ""));
+      const RoutingPlan plan = make_plan(shape_of(lens, lens, causal, 2), request(layout, 0.5), "case");
+      const bool uniform = uniform_steps(plan, plan.words, 2);
+      CHECK(uniform == !brute_force_mixed_step(plan, 2));
+      if (layout == LayoutKind::zero || layout == LayoutKind::one) CHECK(uniform);
+      CHECK(uniform_steps(plan, plan.words, 1));
+      RoutingRequest even = request(layout, 0.5);
+      even.group = 2;  // a step never straddles two groups
+      const RoutingPlan even_plan = make_plan(shape_of(lens, lens, causal, 2), even, "case");
+      CHECK(uniform_steps(even_plan, even_plan.words, 2));
+    }
+  }
+  // 2k at g = 1 and 50%: some step mixes routes.
+  const RoutingPlan mixed = make_plan(shape_of({2048}, {2048}, true, 1), request(LayoutKind::sptrans, 0.5), "");
+  CHECK_FALSE(uniform_steps(mixed, mixed.words, 2));
+  // Causal 192 x 192 (g = 1): query tile 1 has three legal key tiles, so its second step holds
+  // tile 2 alone and any route of tile 2 is uniform; tiles 0 and 1 must agree.
+  RoutingPlan plan = make_plan(shape_of({192}, {192}, true, 1), request(LayoutKind::zero, 0.0), "");
+  REQUIRE(plan.tilings[0].legal_tile_end(1) == 3);
+  set_explicit_words(plan, {0b000, 0b100}, "");
+  CHECK(uniform_steps(plan, plan.words, 2));
+  set_explicit_words(plan, {0b000, 0b110}, "");
+  CHECK_FALSE(uniform_steps(plan, plan.words, 2));
+  set_explicit_words(plan, {0b001, 0b100}, "");
+  CHECK_FALSE(uniform_steps(plan, plan.words, 2));
+}
+
 TEST_CASE("plans check the ratio and geometry", "[routing]") {
   const AttentionShape s = shape_of({1024}, {1024}, true, 1);
   CHECK(error_of([&] { make_plan(s, request(LayoutKind::band, 1.5), "$.cases[1]"); }).find("$.cases[1].ratio") == 0);

@@ -32,10 +32,10 @@ struct PrefillParams {
   const int64_t* tile_offset = nullptr;
   const int* group = nullptr;
   int64_t total_query_tiles = 0;
-  // True when every sequence's group spans an even number of key tiles (g % 2 == 0): the
-  // warp-specialized mainloop's 128-key steps then never mix paths and take one product per step.
-  // False is always correct.
-  bool even_route_groups = false;
+  // True when both key tiles of every 128-key step of the warp-specialized mainloop take one
+  // route (uniform_steps of the plan and words, two tiles per step): its steps then take one
+  // score product each. False is always correct.
+  bool uniform_steps = false;
   // quantize_once scratch: INT8 codes in the layout of q / k, scales [blocks, heads] with
   // block offsets [batch + 1] (BLKQ = 128 for q, BLKK = 64 for k). Unused by on_the_fly.
   int8_t* q8 = nullptr;
