@@ -279,151 +279,166 @@ struct MainloopWs {
       if (!w.tiles.template block<Cfg::kBlockM, Cfg::kRouteTileN>(p, t, blk)) continue;
       TileRouting routing;
       routing.template load<kRouted>(p, blk);
-      float q_factor = 0.0f;  // scale_q * scale_log2 (the query tile is one Q scale block)
-      if (kRouted && routing.any_int8) {
-        q_factor = __fmul_rn(p.q_scale[(p.q_block_offset[blk.b] + blk.m) * p.hq + blk.h], p.scale_log2);
-      }
-      Softmax softmax;
-      softmax.init();
-      OutputAccumulator<Cfg, false> o;
-      o.zero();
-      float (&acc_o)[4 * Cfg::kDimFrags] = reinterpret_cast<float(&)[4 * Cfg::kDimFrags]>(o.c);
+      // One work tile, routed or on the FP16 path alone: in the one-product instance a tile with
+      // no INT8-routed key tile decodes no route and selects no scale, as flash_fp16 does.
+      const auto tile = [&](auto routed) {
+        constexpr bool kTileRouted = decltype(routed)::value;
+        float q_factor = 0.0f;  // scale_q * scale_log2 (the query tile is one Q scale block)
+        if (kTileRouted && routing.any_int8) {
+          q_factor = __fmul_rn(p.q_scale[(p.q_block_offset[blk.b] + blk.m) * p.hq + blk.h], p.scale_log2);
+        }
+        Softmax softmax;
+        softmax.init();
+        OutputAccumulator<Cfg, false> o;
+        o.zero();
+        float (&acc_o)[4 * Cfg::kDimFrags] = reinterpret_cast<float(&)[4 * Cfg::kDimFrags]>(o.c);
 
-      mbarrier_wait(Smem::q_full(smem), q_parity);
-      q_parity ^= 1u;
-      TileRoutes routes(routing.word, routing.group, 0);
-      const int last = steps(blk) - 1;
-      // Keys of the last step whose V rows stay: those of the sequence and of the tile's key tiles.
-      const int last_valid = min(blk.lk, blk.key_tiles * kHalfN) - last * Cfg::kBlockN;
+        mbarrier_wait(Smem::q_full(smem), q_parity);
+        q_parity ^= 1u;
+        TileRoutes routes(routing.word, routing.group, 0);
+        const int last = steps(blk) - 1;
+        // Keys of the last step whose V rows stay: those of the sequence and of the tile's key tiles.
+        const int last_valid = min(blk.lk, blk.key_tiles * kHalfN) - last * Cfg::kBlockN;
 
-      // Step n's scores: issued (S = Q K^T or Q8 K8^T, per half or per step), then finished once
-      // they landed (raw fp32 scores and each half's scale into the log2 domain, masked), then the
-      // softmax turns them into P with the scale folded into its exponent. Both score products of
-      // a half accumulate into the same 32 integer registers (s32 or the f32 bits), so that one
-      // register set is in flight however the halves are routed. (An m64n128 product beside
-      // m64n64 products on the same registers in one kernel made ptxas serialize every wgmma of
-      // it, warning C7511: hence two instances.)
-      StepRoutes step;
-      float k_scale[2] = {0.0f, 0.0f};
-      float scale[2] = {0.0f, 0.0f};  // the step's score scale per half
-      const auto issue_scores = [&](int n, const KRing& at, uint32_t (&lo)[32], uint32_t (&hi)[32]) {
-        step.template next<kRouted>(routes, blk, n);
-        mbarrier_wait(Smem::k_full(smem, at.stage), at.parity);
-        const uint32_t k_base = base + Smem::k(at.stage);
-        if (kRouted) {
-          if (step.int8[0]) k_scale[0] = *Smem::k_scale(smem, at.stage, 0);
-          if (step.int8[1]) k_scale[1] = *Smem::k_scale(smem, at.stage, 1);
-        }
-        if constexpr (kUniformSteps) {
-          // A missing second half reads a stale stage: scores the mask sets to -inf.
-          if (kRouted && step.int8[0]) {
-            wgmma_scores_s8_d128_n128(lo, hi, q8_desc, sw128_desc(k_base));
-          } else {
-            wgmma_scores_f16_d128_n128(lo, hi, q_desc, Smem::kQBlockBytes, sw128_desc(k_base), Smem::kBlockBytes);
+        // Step n's scores: issued (S = Q K^T or Q8 K8^T, per half or per step), then finished once
+        // they landed (raw fp32 scores and each half's scale into the log2 domain, masked), then the
+        // softmax turns them into P with the scale folded into its exponent. Both score products of
+        // a half accumulate into the same 32 integer registers (s32 or the f32 bits), so that one
+        // register set is in flight however the halves are routed. (An m64n128 product beside
+        // m64n64 products on the same registers in one kernel made ptxas serialize every wgmma of
+        // it, warning C7511: hence two instances.)
+        StepRoutes step;
+        float k_scale[2] = {0.0f, 0.0f};
+        float scale[2] = {0.0f, 0.0f};  // the step's score scale per half
+        const auto issue_scores = [&](int n, const KRing& at, uint32_t (&lo)[32], uint32_t (&hi)[32]) {
+          step.template next<kTileRouted>(routes, blk, n);
+          mbarrier_wait(Smem::k_full(smem, at.stage), at.parity);
+          const uint32_t k_base = base + Smem::k(at.stage);
+          if (kTileRouted) {
+            if (step.int8[0]) k_scale[0] = *Smem::k_scale(smem, at.stage, 0);
+            if (step.int8[1]) k_scale[1] = *Smem::k_scale(smem, at.stage, 1);
           }
-          return;
-        }
-        if (kRouted && step.int8[0]) {
-          wgmma_scores_s8_d128(lo, q8_desc, sw128_desc(k_base));
-        } else {
-          wgmma_scores_f16_d128(lo, q_desc, Smem::kQBlockBytes, sw128_desc(k_base), Smem::kBlockBytes);
-        }
-        if (step.halves2) {
-          const uint32_t k_hi = k_base + Smem::kHalfBytes;
-          if (kRouted && step.int8[1]) {
-            wgmma_scores_s8_d128(hi, q8_desc, sw128_desc(k_hi));
-          } else {
-            wgmma_scores_f16_d128(hi, q_desc, Smem::kQBlockBytes, sw128_desc(k_hi), Smem::kBlockBytes);
+          if constexpr (kUniformSteps) {
+            // A missing second half reads a stale stage: scores the mask sets to -inf.
+            if (kTileRouted && step.int8[0]) {
+              wgmma_scores_s8_d128_n128(lo, hi, q8_desc, sw128_desc(k_base));
+            } else {
+              wgmma_scores_f16_d128_n128(lo, hi, q_desc, Smem::kQBlockBytes, sw128_desc(k_base), Smem::kBlockBytes);
+            }
+            return;
           }
-        }
-      };
-      const auto finish_scores = [&](int n, const KRing& at, uint32_t (&lo)[32], uint32_t (&hi)[32], Scores& s) {
-        float (&x)[64] = reinterpret_cast<float(&)[64]>(s);
-        wgmma_fence_operands(lo);
-        wgmma_fence_operands(hi);
-        // The scores are in registers: the K stage goes back to the producer.
-        if (lane == 0) mbarrier_arrive(Smem::k_empty(smem, at.stage));
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          // Raw scores, the scale of the half beside them (folded into the softmax's exponent):
-          // the INT8 path's exact float(C) with (scale_q * scale_log2) * scale_k, as MainloopSm90
-          // forms the factor, or the FP16 path's fp32 sums with scale_log2.
-          if (kRouted && step.int8[h]) {
-            scale[h] = __fmul_rn(q_factor, k_scale[h]);
-#pragma unroll
-            for (int i = 0; i < 32; ++i) x[32 * h + i] = int8_dot_to_float(static_cast<int>(h == 0 ? lo[i] : hi[i]));
+          if (kTileRouted && step.int8[0]) {
+            wgmma_scores_s8_d128(lo, q8_desc, sw128_desc(k_base));
           } else {
-            scale[h] = p.scale_log2;
-#pragma unroll
-            for (int i = 0; i < 32; ++i) x[32 * h + i] = __uint_as_float(h == 0 ? lo[i] : hi[i]);
+            wgmma_scores_f16_d128(lo, q_desc, Smem::kQBlockBytes, sw128_desc(k_base), Smem::kBlockBytes);
           }
-        }
-        // The tile's last score product has read Q: the producer may bring the next tile's.
-        if (n == last && lane == 0) mbarrier_arrive(Smem::q_empty(smem));
-        if (TileMask<Cfg>::needed(blk, n, p.causal)) TileMask<Cfg>::apply(s, blk, n, p.causal, warp, lane);
-      };
-      // P of a step as the A fragments of P V: the k16 step kk covers keys 16 kk .. 16 kk + 15,
-      // score fragments 2 kk and 2 kk + 1.
-      uint32_t a[Cfg::kBlockN / 16][4];
-      const auto pack_p = [&](const Scores& s) {
-#pragma unroll
-        for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
-          a[kk][0] = pack_half2(s[0][2 * kk][0], s[0][2 * kk][1]);
-          a[kk][1] = pack_half2(s[0][2 * kk][2], s[0][2 * kk][3]);
-          a[kk][2] = pack_half2(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
-          a[kk][3] = pack_half2(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
-        }
-      };
-      const auto issue_pv = [&](int n, const VRing& at) {
-        mbarrier_wait(Smem::v_full(smem, at.stage), at.parity);
-        if (n == last && last_valid < Cfg::kBlockN) zero_v_rows(smem, at.stage, last_valid, tid);
-        wgmma_pv_k128(acc_o, a, sw128_desc_mn(base + Smem::v(at.stage), Smem::kBlockBytes));
-      };
-      // P V of a step done: its V stage goes back to the producer.
-      const auto finish_pv = [&](const VRing& at) {
-        wgmma_fence_operands(acc_o);
-        if (lane == 0) mbarrier_arrive(Smem::v_empty(smem, at.stage));
-        if (p.fp16_state) o.round_to_half_state();
-      };
+          if (step.halves2) {
+            const uint32_t k_hi = k_base + Smem::kHalfBytes;
+            if (kTileRouted && step.int8[1]) {
+              wgmma_scores_s8_d128(hi, q8_desc, sw128_desc(k_hi));
+            } else {
+              wgmma_scores_f16_d128(hi, q_desc, Smem::kQBlockBytes, sw128_desc(k_hi), Smem::kBlockBytes);
+            }
+          }
+        };
+        const auto finish_scores = [&](int n, const KRing& at, uint32_t (&lo)[32], uint32_t (&hi)[32], Scores& s) {
+          float (&x)[64] = reinterpret_cast<float(&)[64]>(s);
+          wgmma_fence_operands(lo);
+          wgmma_fence_operands(hi);
+          // The scores are in registers: the K stage goes back to the producer.
+          if (lane == 0) mbarrier_arrive(Smem::k_empty(smem, at.stage));
+  #pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            // Raw scores, the scale of the half beside them (folded into the softmax's exponent):
+            // the INT8 path's exact float(C) with (scale_q * scale_log2) * scale_k, as MainloopSm90
+            // forms the factor, or the FP16 path's fp32 sums with scale_log2.
+            if (kTileRouted && step.int8[h]) {
+              scale[h] = __fmul_rn(q_factor, k_scale[h]);
+  #pragma unroll
+              for (int i = 0; i < 32; ++i) x[32 * h + i] = int8_dot_to_float(static_cast<int>(h == 0 ? lo[i] : hi[i]));
+            } else {
+              scale[h] = p.scale_log2;
+  #pragma unroll
+              for (int i = 0; i < 32; ++i) x[32 * h + i] = __uint_as_float(h == 0 ? lo[i] : hi[i]);
+            }
+          }
+          // The tile's last score product has read Q: the producer may bring the next tile's.
+          if (n == last && lane == 0) mbarrier_arrive(Smem::q_empty(smem));
+          if (TileMask<Cfg>::needed(blk, n, p.causal)) TileMask<Cfg>::apply(s, blk, n, p.causal, warp, lane);
+        };
+        // P of a step as the A fragments of P V: the k16 step kk covers keys 16 kk .. 16 kk + 15,
+        // score fragments 2 kk and 2 kk + 1.
+        uint32_t a[Cfg::kBlockN / 16][4];
+        const auto pack_p = [&](const Scores& s) {
+  #pragma unroll
+          for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
+            a[kk][0] = pack_half2(s[0][2 * kk][0], s[0][2 * kk][1]);
+            a[kk][1] = pack_half2(s[0][2 * kk][2], s[0][2 * kk][3]);
+            a[kk][2] = pack_half2(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+            a[kk][3] = pack_half2(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+          }
+        };
+        const auto issue_pv = [&](int n, const VRing& at) {
+          mbarrier_wait(Smem::v_full(smem, at.stage), at.parity);
+          if (n == last && last_valid < Cfg::kBlockN) zero_v_rows(smem, at.stage, last_valid, tid);
+          wgmma_pv_k128(acc_o, a, sw128_desc_mn(base + Smem::v(at.stage), Smem::kBlockBytes));
+        };
+        // P V of a step done: its V stage goes back to the producer.
+        const auto finish_pv = [&](const VRing& at) {
+          wgmma_fence_operands(acc_o);
+          if (lane == 0) mbarrier_arrive(Smem::v_empty(smem, at.stage));
+          if (p.fp16_state) o.round_to_half_state();
+        };
 
-      // Step n's P V runs under step n + 1's score product and softmax: the steps per element
-      // (O = O * alpha_n+1 + P_n+1 V_n+1 after O += P_n V_n) are those of the sequential loop.
-      if (last >= 0) {
-        {
-          uint32_t lo[32], hi[32];
-          Scores s;
-          issue_scores(0, k_ring, lo, hi);
-          wgmma_wait_all();
-          finish_scores(0, k_ring, lo, hi, s);
-          float alpha[Softmax::kRows];
-          softmax.update_fused(s, scale, p.fp16_state, alpha);  // O is zero: alpha is not needed
-          pack_p(s);
-        }
-        k_ring.advance();
-        for (int n = 1; n <= last; ++n) {
-          uint32_t lo[32], hi[32];  // the step's s32 or f32 scores by half, in flight until the wait
-          Scores s;
-          issue_scores(n, k_ring, lo, hi);
-          issue_pv(n - 1, v_ring);
-          wgmma_wait<1>();  // the scores landed; P V may still run
-          finish_scores(n, k_ring, lo, hi, s);
-          float alpha[Softmax::kRows];
-          softmax.update_fused(s, scale, p.fp16_state, alpha);
+        // Step n's P V runs under step n + 1's score product and softmax: the steps per element
+        // (O = O * alpha_n+1 + P_n+1 V_n+1 after O += P_n V_n) are those of the sequential loop.
+        if (last >= 0) {
+          {
+            uint32_t lo[32], hi[32];
+            Scores s;
+            issue_scores(0, k_ring, lo, hi);
+            wgmma_wait_all();
+            finish_scores(0, k_ring, lo, hi, s);
+            float alpha[Softmax::kRows];
+            softmax.update_fused(s, scale, p.fp16_state, alpha);  // O is zero: alpha is not needed
+            pack_p(s);
+          }
+          k_ring.advance();
+          for (int n = 1; n <= last; ++n) {
+            uint32_t lo[32], hi[32];  // the step's s32 or f32 scores by half, in flight until the wait
+            Scores s;
+            issue_scores(n, k_ring, lo, hi);
+            issue_pv(n - 1, v_ring);
+            wgmma_wait<1>();  // the scores landed; P V may still run
+            finish_scores(n, k_ring, lo, hi, s);
+            float alpha[Softmax::kRows];
+            softmax.update_fused(s, scale, p.fp16_state, alpha);
+            wgmma_wait_all();
+            finish_pv(v_ring);
+            if (Softmax::any_moved(alpha)) o.rescale(alpha);
+            pack_p(s);
+            k_ring.advance();
+            v_ring.advance();
+          }
+          issue_pv(last, v_ring);
           wgmma_wait_all();
           finish_pv(v_ring);
-          if (Softmax::any_moved(alpha)) o.rescale(alpha);
-          pack_p(s);
-          k_ring.advance();
           v_ring.advance();
+        } else if (lane == 0) {
+          mbarrier_arrive(Smem::q_empty(smem));
         }
-        issue_pv(last, v_ring);
-        wgmma_wait_all();
-        finish_pv(v_ring);
-        v_ring.advance();
-      } else if (lane == 0) {
-        mbarrier_arrive(Smem::q_empty(smem));
+        Epilogue::store_direct(p, blk, softmax, o, warp, lane);
+      };
+      // The two-product instance keeps one body: a second made ptxas spill 120 bytes.
+      if constexpr (!kRouted) {
+        tile(std::false_type{});
+      } else if constexpr (!kUniformSteps) {
+        tile(std::true_type{});
+      } else if (routing.any_int8) {
+        tile(std::true_type{});
+      } else {
+        tile(std::false_type{});
       }
-      Epilogue::store_direct(p, blk, softmax, o, warp, lane);
     }
   }
 
