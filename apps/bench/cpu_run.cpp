@@ -79,7 +79,7 @@ ComparedDeviation compare(const PreparedCase& pc, const Comparison& c, const Emu
     if (c.method == Method::torch_like) {
       o = rounded_to_fp16(*shared.reference);
     } else {
-      const RoutingPlan plan = make_plan(pc.spec.shape, compared_routing(pc.spec, c), pc.spec.where);
+      const RoutingPlan plan = make_plan(pc.spec.shape, compared_routing(pc.spec, c), pc.inputs, pc.spec.where);
       o = emulate_attention(pc.spec.shape, pc.inputs, plan, {c.numerics, KeyOrder::ascending}).o;
     }
     it = shared.compared.emplace(key, std::move(o)).first;

@@ -49,16 +49,17 @@ std::string comparison_key(const Comparison& c) {
   return key.dump();
 }
 
-// Runs the comparison on `problem` with the mainloop set for the case; leaves the routing to be
-// set again for the case's own runs.
-ComparedRun compared_run(const CaseSpec& spec, const Comparison& c, GpuProblem& problem) {
+// Runs the comparison on `problem` (made from `inputs`) with the mainloop set for the case; leaves
+// the routing to be set again for the case's own runs.
+ComparedRun compared_run(const CaseSpec& spec, const Comparison& c, const AttentionInputs& inputs,
+                         GpuProblem& problem) {
   ComparedRun run;
   run.status = run_status([&] {
     switch (c.method) {
       case Method::tilemix: {
         RoutingRequest request = c.routing;
         request.geometry = gpu::tilemix_geometry(spec.shape.d);
-        run.o = problem.tilemix(make_plan(spec.shape, request, spec.where), c.numerics).o;
+        run.o = problem.tilemix(make_plan(spec.shape, request, inputs, spec.where), c.numerics).o;
         return;
       }
       case Method::flash_fp16:
@@ -133,7 +134,7 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
     GpuProblem& problem = *problem_ptr;
     RoutingRequest request = spec.routing;
     request.geometry = gpu::tilemix_geometry(spec.shape.d);
-    const PreparedCase pc{spec, make_plan(spec.shape, request, spec.where), {}};
+    const PreparedCase pc{spec, make_plan(spec.shape, request, inputs, spec.where), {}};
     problem.set_mainloop(spec.prefill_mainloop);
     const ComparedRun* compared = nullptr;
     if (spec.compare_with) {
@@ -142,7 +143,7 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
       if (it == compared_runs.end()) {
         progress.step(index, fmt::format("gpu {}: {} compare_with {}", device_index, spec.name,
                                          spec.compare_with->label));
-        it = compared_runs.emplace(key, compared_run(spec, *spec.compare_with, problem)).first;
+        it = compared_runs.emplace(key, compared_run(spec, *spec.compare_with, inputs, problem)).first;
       }
       compared = &it->second;
     }

@@ -1,5 +1,6 @@
 #pragma once
-// `tilemix-bench plan`: prints the routing plan of one (Lq, Lk) geometry.
+// `tilemix-bench plan`: prints the routing plan of one (Lq, Lk) geometry. Layout `adaptive` routes
+// from Q and K, given as a config's `input` object (--input) or as .npy files (--q, --k).
 #include <cstdint>
 #include <string>
 
@@ -16,6 +17,10 @@ struct PlanOptions {
   int group = 0;  // 0 = auto
   uint64_t seed = 0;
   std::string words_file;
+  int hq = 1, hk = 1, d = 128;  // heads and head dimension of the plan's problem (and of its inputs)
+  std::string input_config;     // a config whose first case's `input` object makes Q and K
+  std::string q_file, k_file;   // or .npy files [lq, hq, d] and [lk, hk, d]
+  std::string dump_file;        // writes every KV head's words as a words file
   bool json = false;
 };
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "core/quant.hpp"
+#include "core/routing/layouts/adaptive.hpp"
+#include "tilemix/routing.hpp"
 
 namespace tilemix::app {
 
@@ -133,6 +135,62 @@ QuantOutput GpuProblem::quantize() {
   out.k8 = gpu::to_host<int8_t>(k8_, k8_.bytes());
   out.q_scale = gpu::to_host<float>(q_scale_, q_scale_.bytes() / sizeof(float));
   out.k_scale = gpu::to_host<float>(k_scale_, k_scale_.bytes() / sizeof(float));
+  return out;
+}
+
+AdaptiveOutput GpuProblem::adaptive_routing(const RoutingPlan& plan) {
+  const layouts::AdaptiveSchedule schedule =
+      layouts::adaptive_schedule(plan.tilings, plan.tile_offset, plan.request.ratio);
+  const size_t hk = static_cast<size_t>(shape_.hk), d = static_cast<size_t>(shape_.d);
+  const auto tiles = static_cast<size_t>(schedule.total_tiles());
+  const auto groups = static_cast<size_t>(schedule.total_groups());
+  const gpu::DeviceBuffer tile_offset = gpu::to_device(schedule.tile_offset);
+  const gpu::DeviceBuffer tile_sequence = gpu::to_device(schedule.tile_sequence);
+  const gpu::DeviceBuffer tile_groups = gpu::to_device(schedule.tile_groups);
+  const gpu::DeviceBuffer cells = gpu::to_device(schedule.cells);
+  const gpu::DeviceBuffer group_offset = gpu::to_device(schedule.group_offset);
+  const gpu::DeviceBuffer mask_width = gpu::to_device(schedule.mask_width);
+  const gpu::DeviceBuffer fp16_groups = gpu::to_device(schedule.fp16_groups);
+  gpu::DeviceBuffer qbar(hk * tiles * d * sizeof(float)), qmax(hk * tiles * sizeof(float));
+  gpu::DeviceBuffer kbar(hk * groups * d * sizeof(float)), kmax(hk * groups * sizeof(float));
+  gpu::DeviceBuffer scores(hk * tiles * kMaxGroups * sizeof(float)), words(hk * tiles * sizeof(uint64_t));
+  for (gpu::DeviceBuffer* b : {&qbar, &qmax, &kbar, &kmax, &scores, &words}) b->poison();
+
+  gpu::AdaptiveRoutingParams p;
+  p.q = q_.data();
+  p.k = k_.data();
+  p.cu_seqlens_q = cu_q_.as<const int64_t>();
+  p.cu_seqlens_k = cu_k_.as<const int64_t>();
+  p.batch = shape_.batch();
+  p.hq = shape_.hq;
+  p.hk = shape_.hk;
+  p.d = shape_.d;
+  p.softmax_scale = shape_.softmax_scale;
+  p.block_m = schedule.block_m;
+  p.tile_offset = tile_offset.as<const int64_t>();
+  p.tile_sequence = tile_sequence.as<const int>();
+  p.tile_groups = tile_groups.as<const int>();
+  p.cells = cells.as<const float>();
+  p.group_offset = group_offset.as<const int64_t>();
+  p.mask_width = mask_width.as<const int64_t>();
+  p.fp16_groups = fp16_groups.as<const int64_t>();
+  p.total_tiles = schedule.total_tiles();
+  p.total_groups = schedule.total_groups();
+  p.qbar = qbar.as<float>();
+  p.qmax = qmax.as<float>();
+  p.kbar = kbar.as<float>();
+  p.kmax = kmax.as<float>();
+  p.scores = scores.as<float>();
+  p.words = words.as<uint64_t>();
+  gpu::adaptive_words(p, nullptr);
+  gpu::device_synchronize("adaptive_words run");
+  AdaptiveOutput out;
+  out.qbar = gpu::to_host<float>(qbar, hk * tiles * d);
+  out.qmax = gpu::to_host<float>(qmax, hk * tiles);
+  out.kbar = gpu::to_host<float>(kbar, hk * groups * d);
+  out.kmax = gpu::to_host<float>(kmax, hk * groups);
+  out.scores = gpu::to_host<float>(scores, hk * tiles * kMaxGroups);
+  out.words = gpu::to_host<uint64_t>(words, hk * tiles);
   return out;
 }
 

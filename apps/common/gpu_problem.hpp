@@ -22,6 +22,13 @@ struct QuantOutput {
   std::vector<float> q_scale, k_scale;
 };
 
+// Layout adaptive as the GPU builds it: the words and the values of each step
+// (layouts::AdaptivePools and the scores), in the CPU builder's layouts.
+struct AdaptiveOutput {
+  std::vector<float> qbar, qmax, kbar, kmax, scores;
+  std::vector<uint64_t> words;
+};
+
 class GpuProblem {
  public:
   GpuProblem(const AttentionShape& shape, const AttentionInputs& inputs);
@@ -35,6 +42,9 @@ class GpuProblem {
   }
   KernelOutput flash(const Numerics& numerics);
   QuantOutput quantize();
+  // gpu::adaptive_words on the problem's Q and K for the tiling and ratio of `plan`, downloaded;
+  // scratch and words are poisoned first, so a value no thread wrote shows.
+  AdaptiveOutput adaptive_routing(const RoutingPlan& plan);
 
   // For timing: upload the routing once, then enqueue launches (no poison, no synchronisation).
   // launch_tilemix includes the quantization pass, as every reported time does.

@@ -11,6 +11,7 @@
 #include "core/host_memory.hpp"
 #include "core/inputs/npy.hpp"
 #include "core/report/table.hpp"
+#include "core/routing/render.hpp"
 #include "core/sizes.hpp"
 #include "kernels/decode/plan.hpp"
 
@@ -65,6 +66,16 @@ void add_plan(HostBytes& bytes, const AttentionShape& s, int64_t query_tiles) {
   bytes.add("the tilings of the sequences", {{s.batch(), "batch"}, {128, "bytes"}});
 }
 
+// Layout adaptive's builder (core/routing/layouts/adaptive.hpp): the pooled queries with their
+// maxima, the scores and the schedule per query tile, and the pooled keys of at most 64 groups per
+// sequence.
+void add_adaptive_routing(HostBytes& bytes, const AttentionShape& s, int64_t query_tiles) {
+  bytes.add("the adaptive layout's pooled queries, scores and schedule",
+            {{s.hk + 1, "hk + 1"}, {query_tiles, "query tiles"}, {s.d + 1 + kMaxGroups + 2, "values"}, {4, "bytes"}});
+  bytes.add("the adaptive layout's pooled keys",
+            {{s.hk, "hk"}, {s.batch(), "batch"}, {kMaxGroups, "groups"}, {s.d + 1, "values"}, {4, "bytes"}});
+}
+
 // reference/exact.cpp: the output and log-sum-exp in doubles, its tasks, and per thread one block of
 // query rows against every key of a sequence: scores (and the product's temporary), Q, K, V, O.
 void add_exact_reference(HostBytes& bytes, const AttentionShape& s) {
@@ -107,6 +118,8 @@ int64_t prefill_case_bytes(const CaseSpec& spec, const TileGeometry& geometry, c
   HostBytes bytes(spec.where);
   add_inputs(bytes, spec);
   add_plan(bytes, s, query_tiles);
+  const bool compared_adaptive = spec.compare_with && routes_from_data(spec.compare_with->routing.layout);
+  if (routes_from_data(spec.routing.layout) || compared_adaptive) add_adaptive_routing(bytes, s, query_tiles);
   if (work.reference) add_exact_reference(bytes, s);
   if (work.emulator) add_emulator(bytes, s, query_tiles);
   if (work.exposure) {
@@ -189,8 +202,8 @@ PreparedCase prepare_case(const CaseSpec& spec, const TileGeometry& geometry) {
   PreparedCase pc{spec, {}, {}};
   RoutingRequest request = spec.routing;
   request.geometry = geometry;
-  pc.plan = make_plan(spec.shape, request, spec.where);
   pc.inputs = make_inputs(spec.shape, spec.input, spec.where + ".input");
+  pc.plan = make_plan(spec.shape, request, pc.inputs, spec.where);
   return pc;
 }
 
@@ -232,14 +245,6 @@ void dump_case(const std::string& dir, const PreparedCase& pc, const EmulatorRes
   write_npy(stem + "_o.npy", NpyDtype::f16, qshape, out.o.data());
   write_npy(stem + "_o_ref.npy", NpyDtype::f64, qshape, ref.o.data());
 
-  nlohmann::json words = nlohmann::json::array();
-  for (int h = 0; h < pc.plan.hk; ++h) {
-    nlohmann::json head = nlohmann::json::array();
-    for (int64_t t = 0; t < pc.plan.total_tiles(); ++t) {
-      head.push_back(word_hex(pc.plan.words[static_cast<size_t>(h) * pc.plan.total_tiles() + t]));
-    }
-    words.push_back(std::move(head));
-  }
   nlohmann::json groups = nlohmann::json::array();
   for (const auto& t : pc.plan.tilings) groups.push_back(t.g);
   const nlohmann::json meta = {
@@ -261,7 +266,7 @@ void dump_case(const std::string& dir, const PreparedCase& pc, const EmulatorRes
       {"mode", to_string(pc.spec.numerics.mode)},
       {"coverage",
        {{"groups", pc.plan.coverage.groups()}, {"tiles", pc.plan.coverage.tiles()}, {"cells", pc.plan.coverage.cells()}}},
-      {"words", words},
+      {"words", words_json(pc.plan)},
       {"files",
        {{"q", base + "_q.npy"}, {"k", base + "_k.npy"}, {"v", base + "_v.npy"}, {"o", base + "_o.npy"},
         {"o_ref", base + "_o_ref.npy"}}},

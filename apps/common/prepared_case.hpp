@@ -45,8 +45,8 @@ int64_t model_case_bytes(const CaseSpec& spec, bool gpu);
 // HostOutOfMemory naming the case and the bytes otherwise, and when an allocation in `body` fails.
 void run_case_within_host_memory(const CaseSpec& spec, int64_t bytes, const std::function<void()>& body);
 
-// Builds the plan for `geometry` (the geometry of the kernel the case is compared with; the
-// config's block_m/block_n when running on the CPU only).
+// Makes the inputs and builds the plan for `geometry` (the geometry of the kernel the case is
+// compared with; the config's block_m/block_n when running on the CPU only) from them.
 PreparedCase prepare_case(const CaseSpec& spec, const TileGeometry& geometry);
 
 // Short description of the shape for tables: "B=2 Hq=8 Hk=2 d=128 L=1000/1000 causal".

@@ -544,6 +544,11 @@ CaseSpec read_case(const json& merged, const Origins& origins, const Context& ct
   for (LayoutKind k : all_layouts()) layouts.push_back(to_string(k));
   const std::string layout_name = r.choice("layout", layouts).value_or("zero");
   routing.layout = *parse_layout(layout_name);
+  // Decode routes one 16-row tile of new tokens, and the model's layers make their own Q and K.
+  if (routes_from_data(routing.layout) && kind != CaseKind::prefill) {
+    throw InputError(r.where("layout"), layout_name + " routes prefill cases from their Q and K; a " +
+                                            to_string(kind) + " case takes a static layout or file");
+  }
   const auto ratio = r.number("ratio");
   if (ratio && !(*ratio >= 0.0 && *ratio <= 1.0)) {
     throw InputError(r.where("ratio"), "must be in [0, 1] (the requested INT8 coverage), got " + num(*ratio));

@@ -31,6 +31,9 @@ constexpr LayoutInfo kLayouts[] = {
     {LayoutKind::sptrans, "sptrans",
      "Sparse Transformer strides: each query's own stride of s keys and the last c keys of earlier strides "
      "(of every stride when not causal) FP16"},
+    {LayoutKind::adaptive, "adaptive",
+     "from Q and K: per KV head and sequence the groups with the largest estimated attention-mass share times "
+     "INT8 error, and every row's sink group, FP16"},
     {LayoutKind::file, "file", "explicit per-KV-head words read from a JSON or .npy file"},
 };
 
@@ -237,8 +240,10 @@ LayoutParams search_params(const SequenceTiling& t, LayoutKind layout, double ra
       }
       break;
     }
+    case LayoutKind::adaptive:
     case LayoutKind::file:
-      throw std::logic_error("layout `file` has no parameter search; its words come from the plan's words file");
+      throw std::logic_error(std::string("layout `") + to_string(layout) +
+                             "` has no parameter search; its words come from the inputs or a file");
   }
   return search.best();
 }
@@ -265,7 +270,7 @@ std::vector<LayoutKind> all_layouts() {
 std::vector<LayoutKind> generated_layouts() {
   std::vector<LayoutKind> v;
   for (const auto& l : kLayouts) {
-    if (l.kind != LayoutKind::file) v.push_back(l.kind);
+    if (l.kind != LayoutKind::adaptive && l.kind != LayoutKind::file) v.push_back(l.kind);
   }
   return v;
 }
@@ -279,6 +284,7 @@ double LayoutParams::get(const std::string& name) const {
 
 std::string LayoutParams::to_string() const {
   std::string s;
+  for (const auto& [key, choice] : choices) s += (s.empty() ? "" : " ") + key + "=" + choice;
   for (const auto& [key, value] : values) s += (s.empty() ? "" : " ") + key + "=" + format_number(value);
   return s;
 }
@@ -322,10 +328,12 @@ std::vector<uint64_t> layout_words(const SequenceTiling& t, LayoutKind layout, c
       const SptransPattern pattern(t, s, c);
       return words_from(t, [&](int m) { return pattern.fp16(m); });
     }
+    case LayoutKind::adaptive:
     case LayoutKind::file:
       break;
   }
-  throw std::logic_error("layout `file` has no generated words; they come from the plan's words file");
+  throw std::logic_error(std::string("layout `") + to_string(layout) +
+                         "` has no words of its own; they come from the inputs or a file (make_plan)");
 }
 
 RouteTemplate search_layout(const SequenceTiling& t, LayoutKind layout, double ratio, uint64_t seed) {

@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "core/inputs/npy.hpp"
+#include "core/routing/layouts/adaptive.hpp"
 
 namespace tilemix {
 
@@ -156,12 +157,37 @@ bool uniform_steps(const RoutingPlan& plan, const std::vector<uint64_t>& words, 
   return true;
 }
 
-RoutingPlan make_plan(const AttentionShape& shape, const RoutingRequest& request, const std::string& where) {
+bool routes_from_data(LayoutKind layout) { return layout == LayoutKind::adaptive; }
+
+namespace {
+
+// The templates of a plan whose words came whole (file, adaptive): each geometry's is KV head 0's
+// words of its first sequence.
+void take_templates_from_words(RoutingPlan& plan) {
+  std::vector<bool> filled(plan.templates.size(), false);
+  for (size_t b = 0; b < plan.tilings.size(); ++b) {
+    const int k = plan.seq_template[b];
+    if (filled[k]) continue;
+    filled[k] = true;
+    RouteTemplate& tpl = plan.templates[k];
+    const auto first = plan.words.begin() + plan.tile_offset[b];
+    tpl.words.assign(first, first + tpl.tiling.tm);
+    tpl.coverage = measure_coverage(tpl.tiling, tpl.words);
+  }
+}
+
+RoutingPlan build_plan(const AttentionShape& shape, const RoutingRequest& request, const AttentionInputs* inputs,
+                       const std::string& where) {
   if (!(request.ratio >= 0.0 && request.ratio <= 1.0)) {
     throw InputError(field(where, "ratio"), "must be in [0, 1], got " + std::to_string(request.ratio));
   }
   if (shape.hk <= 0) throw InputError(field(where, "hk"), "must be positive, got " + std::to_string(shape.hk));
   validate_geometry(request.geometry, field(where, "block_m/block_n").c_str());
+  const bool whole_words = request.layout == LayoutKind::file || routes_from_data(request.layout);
+  if (routes_from_data(request.layout) && !inputs) {
+    throw std::invalid_argument(std::string("make_plan: layout `") + to_string(request.layout) +
+                                "` routes from Q and K; build its plan with the inputs");
+  }
 
   RoutingPlan plan;
   plan.request = request;
@@ -177,13 +203,14 @@ RoutingPlan make_plan(const AttentionShape& shape, const RoutingRequest& request
     plan.tile_offset.push_back(plan.tile_offset.back() + t.tm);
     const auto [it, added] = cache.try_emplace({lq, lk}, static_cast<int>(plan.templates.size()));
     if (added) {
-      if (request.layout == LayoutKind::file) {
-        // Filled from the file below: KV head 0's words of the first sequence of this geometry.
+      if (whole_words) {
+        // Its words are filled below, from the file or the inputs.
         RouteTemplate tpl;
         tpl.tiling = t;
-        tpl.layout = LayoutKind::file;
+        tpl.layout = request.layout;
         tpl.ratio = request.ratio;
         tpl.seed = request.seed;
+        if (request.layout == LayoutKind::adaptive) tpl.params = layouts::adaptive_params();
         plan.templates.push_back(std::move(tpl));
       } else {
         plan.templates.push_back(search_layout(t, request.layout, request.ratio, request.seed));
@@ -195,16 +222,20 @@ RoutingPlan make_plan(const AttentionShape& shape, const RoutingRequest& request
   if (request.layout == LayoutKind::file) {
     set_explicit_words(plan, read_words_file(request.words_file, plan.hk, plan.total_tiles()),
                        field(where, "words_file") + " (" + request.words_file + ")");
-    std::vector<bool> filled(plan.templates.size(), false);
-    for (int b = 0; b < batch; ++b) {
-      const int k = plan.seq_template[b];
-      if (filled[k]) continue;
-      filled[k] = true;
-      RouteTemplate& tpl = plan.templates[k];
-      const auto first = plan.words.begin() + plan.tile_offset[b];
-      tpl.words.assign(first, first + tpl.tiling.tm);
-      tpl.coverage = measure_coverage(tpl.tiling, tpl.words);
+    take_templates_from_words(plan);
+    return plan;
+  }
+  if (request.layout == LayoutKind::adaptive) {
+    const size_t q_size = static_cast<size_t>(shape.total_q()) * shape.hq * shape.d;
+    const size_t k_size = static_cast<size_t>(shape.total_k()) * shape.hk * shape.d;
+    if (inputs->q.size() != q_size || inputs->k.size() != k_size) {
+      throw std::invalid_argument("make_plan: Q and K do not have the shape's sizes");
     }
+    const layouts::AdaptiveSchedule schedule =
+        layouts::adaptive_schedule(plan.tilings, plan.tile_offset, request.ratio);
+    plan.words = layouts::adaptive_words(shape, schedule, inputs->q, inputs->k);
+    measure_plan(plan);
+    take_templates_from_words(plan);
     return plan;
   }
 
@@ -219,6 +250,17 @@ RoutingPlan make_plan(const AttentionShape& shape, const RoutingRequest& request
     }
   }
   return plan;
+}
+
+}  // namespace
+
+RoutingPlan make_plan(const AttentionShape& shape, const RoutingRequest& request, const std::string& where) {
+  return build_plan(shape, request, nullptr, where);
+}
+
+RoutingPlan make_plan(const AttentionShape& shape, const RoutingRequest& request, const AttentionInputs& inputs,
+                      const std::string& where) {
+  return build_plan(shape, request, &inputs, where);
 }
 
 bool plan_fits(const AttentionShape& shape, const RoutingPlan& plan) {

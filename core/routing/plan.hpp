@@ -1,11 +1,13 @@
 #pragma once
 // The routing plan of one attention call: templates per distinct (Lq, Lk) built once (cached),
 // broadcast over sequences and KV heads into words laid out [Hk][total_query_tiles] (SPEC 3).
+// `adaptive` is the exception: its words depend on Q and K, so its plan is built per input.
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/inputs/inputs.hpp"
 #include "core/problem.hpp"
 #include "core/routing/layout.hpp"
 
@@ -25,7 +27,8 @@ struct RoutingPlan {
   int hk = 0;
   std::vector<SequenceTiling> tilings;       // per sequence
   std::vector<int> seq_template;             // per sequence: index into templates
-  std::vector<RouteTemplate> templates;      // distinct (lq, lk) geometries
+  std::vector<RouteTemplate> templates;      // distinct (lq, lk) geometries (file, adaptive: KV head 0's
+                                             // words of the first sequence of each)
   std::vector<int64_t> tile_offset;          // B+1 prefix sums of Tm
   std::vector<uint64_t> words;               // [hk][total_tiles]
   Coverage coverage;                         // over every sequence and KV head
@@ -49,8 +52,15 @@ struct RoutingPlan {
 // tiles_per_step, and for plans of one route.
 bool uniform_steps(const RoutingPlan& plan, const std::vector<uint64_t>& words, int tiles_per_step);
 
+// True for the layouts whose words depend on the inputs (`adaptive`): their plans need them.
+bool routes_from_data(LayoutKind layout);
+
 // Builds the plan; throws InputError (naming `where` fields) for bad ratios, g, or word files.
+// A layout that routes from the data needs the second form, which reads Q and K of `inputs`
+// (the first throws std::invalid_argument for it).
 RoutingPlan make_plan(const AttentionShape& shape, const RoutingRequest& request, const std::string& where = "");
+RoutingPlan make_plan(const AttentionShape& shape, const RoutingRequest& request, const AttentionInputs& inputs,
+                      const std::string& where = "");
 
 // True when `plan` was built for `shape`: same KV heads and sequences, each sequence's lengths and
 // mask, and words for every query tile. The emulators check this before trusting a plan.

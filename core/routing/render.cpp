@@ -49,6 +49,7 @@ nlohmann::json plan_json(const RoutingPlan& plan) {
   const RouteTemplate& tpl = plan.templates[plan.seq_template[0]];
   const Coverage cov = first_sequence_coverage(plan);
   nlohmann::json params = nlohmann::json::object();
+  for (const auto& [name, choice] : tpl.params.choices) params[name] = choice;
   for (const auto& [name, value] : tpl.params.values) {
     if (std::nearbyint(value) == value && std::fabs(value) < 1e15) {
       params[name] = static_cast<int64_t>(value);
@@ -73,12 +74,24 @@ nlohmann::json plan_json(const RoutingPlan& plan) {
           {"words", words}};
 }
 
+nlohmann::json words_json(const RoutingPlan& plan) {
+  nlohmann::json heads = nlohmann::json::array();
+  for (int h = 0; h < plan.hk; ++h) {
+    nlohmann::json head = nlohmann::json::array();
+    for (int64_t t = 0; t < plan.total_tiles(); ++t) {
+      head.push_back(word_hex(plan.words[static_cast<size_t>(h) * plan.total_tiles() + t]));
+    }
+    heads.push_back(std::move(head));
+  }
+  return heads;
+}
+
 std::string plan_summary(const RoutingPlan& plan) {
   require_sequence(plan);
   const SequenceTiling& t = plan.tilings[0];
   const RouteTemplate& tpl = plan.templates[plan.seq_template[0]];
   const Coverage cov = first_sequence_coverage(plan);
-  const std::string params = tpl.params.values.empty() ? "none" : tpl.params.to_string();
+  const std::string params = tpl.params.to_string().empty() ? "none" : tpl.params.to_string();
   std::string s;
   s += fmt::format("layout    {} (requested INT8 coverage {:.4f})\n", to_string(plan.request.layout),
                    plan.request.ratio);

@@ -20,6 +20,9 @@ std::string render_map(const RouteTemplate& tpl);
 // Coverage counts every KV head of sequence 0.
 nlohmann::json plan_json(const RoutingPlan& plan);
 
+// Every KV head's words, [[hex per query tile] per KV head]: the "words" of a words file.
+nlohmann::json words_json(const RoutingPlan& plan);
+
 // Short text summary of sequence 0: geometry, g, Tmask, Tm, chosen parameters, the three coverages.
 std::string plan_summary(const RoutingPlan& plan);
 

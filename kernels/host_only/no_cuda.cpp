@@ -6,6 +6,7 @@
 #include "tilemix/attention.hpp"
 #include "tilemix/device_buffer.hpp"
 #include "tilemix/gpu.hpp"
+#include "tilemix/routing.hpp"
 
 namespace tilemix::gpu {
 
@@ -28,6 +29,7 @@ PrefillEmulation prefill_emulation(PrefillMainloop mainloop) { return emulation_
 void quantize_qk(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
 void tilemix_prefill(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
 void flash_fp16_prefill(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
+void adaptive_words(const AdaptiveRoutingParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
 
 DeviceBuffer::DeviceBuffer(size_t bytes, const std::string&) {
   if (bytes != 0) throw std::runtime_error("this build has no CUDA kernels");

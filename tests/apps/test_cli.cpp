@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -19,7 +20,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/inputs/inputs.hpp"
 #include "core/inputs/npy.hpp"
+#include "core/problem.hpp"
 #include "tests/apps/run_command.hpp"
 
 namespace fs = std::filesystem;
@@ -224,6 +227,85 @@ TEST_CASE("tilemix-bench plan prints g, coverage and the map, and JSON with the 
   CHECK(bad.out.find("Tmask") != std::string::npos);
   const Run badlayout = run(exe + " plan --lq 100 --lk 100 --layout nope");
   CHECK(badlayout.code == 2);
+}
+
+TEST_CASE("tilemix-bench plan --layout adaptive routes from a config's input or .npy files", "[cli]") {
+  const std::string exe = TILEMIX_BENCH_EXE;
+  const auto dir = temp_dir("plan-adaptive");
+  const std::string geometry = " plan --lq 1000 --lk 1000 --causal --layout adaptive --ratio 0.5 --hq 4 --hk 2 --d 64";
+  const Run missing = run(exe + geometry);
+  CHECK(missing.code == 2);
+  CHECK(missing.out.find("--input: layout adaptive routes from Q and K: give --input CONFIG") != std::string::npos);
+  CHECK(run(exe + geometry + " --q '" + (dir / "q.npy").string() + "'").out.find("--k: is required with --q") !=
+        std::string::npos);
+
+  const nlohmann::json input = {{"kind", "llm_like"}, {"seed", 3}, {"k_channel_bias", 8}};
+  const std::string cfg = write_config(dir, {{"defaults", {{"seq_len", 64}, {"input", input}}}});
+  const Run static_layout = run(exe + " plan --lq 1000 --lk 1000 --layout band --ratio 0.5 --input '" + cfg + "'");
+  CHECK(static_layout.code == 2);
+  CHECK(static_layout.out.find("--input: is only used with a layout that routes from the data") != std::string::npos);
+
+  const std::string words = (dir / "words.json").string();
+  const Run text = run(exe + geometry + " --input '" + cfg + "' --dump '" + words + "'");
+  INFO(text.out);
+  REQUIRE(text.code == 0);
+  CHECK(text.out.find("params    score=share*absmax select=sequence sinks=1") != std::string::npos);
+  CHECK(text.out.find("coverage  groups 0.50") != std::string::npos);
+  const std::string map = text.out.substr(text.out.find("\n\n") + 2);
+  CHECK(std::count(map.begin(), map.end(), '\n') == 8);  // Tm rows
+  CHECK(map.find('8') != std::string::npos);
+  CHECK(map.find('F') != std::string::npos);
+  std::ifstream words_in(words);
+  const auto dumped = nlohmann::json::parse(words_in);
+  CHECK(dumped["layout"] == "adaptive");
+  REQUIRE(dumped["words"].size() == 2);  // KV heads
+  CHECK(dumped["words"][0].size() == 8);
+
+  // The dump is a words file: layout file draws the same map.
+  const Run again = run(exe + " plan --lq 1000 --lk 1000 --causal --layout file --hq 4 --hk 2 --words-file '" + words +
+                        "'");
+  REQUIRE(again.code == 0);
+  CHECK(again.out.substr(again.out.find("\n\n") + 2) == map);
+
+  // The same Q and K as .npy files route the same.
+  tilemix::AttentionShape shape;
+  shape.hq = 4;
+  shape.hk = 2;
+  shape.d = 64;
+  shape.causal = true;
+  shape.cu_seqlens_q = shape.cu_seqlens_k = {0, 1000};
+  tilemix::validate(shape);
+  tilemix::InputSpec spec;
+  spec.kind = tilemix::InputKind::llm_like;
+  spec.seed = 3;
+  spec.k_channel_bias = 8.0f;
+  const tilemix::AttentionInputs in = tilemix::make_inputs(shape, spec);
+  const std::string qp = (dir / "q.npy").string(), kp = (dir / "k.npy").string();
+  tilemix::write_npy(qp, tilemix::NpyDtype::f16, {1000, 4, 64}, in.q.data());
+  tilemix::write_npy(kp, tilemix::NpyDtype::f16, {1000, 2, 64}, in.k.data());
+  const Run npy = run(exe + geometry + " --q '" + qp + "' --k '" + kp + "'");
+  REQUIRE(npy.code == 0);
+  CHECK(npy.out.substr(npy.out.find("\n\n") + 2) == map);
+  const Run wrong_heads = run(exe + " plan --lq 1000 --lk 1000 --causal --layout adaptive --ratio 0.5 --hq 2 --hk 2 "
+                                    "--d 64 --q '" + qp + "' --k '" + kp + "'");
+  CHECK(wrong_heads.code == 2);
+  CHECK(wrong_heads.out.find(qp) != std::string::npos);
+}
+
+TEST_CASE("tilemix-check and tilemix-bench run layout adaptive on the CPU emulator", "[cli]") {
+  const auto dir = temp_dir("adaptive");
+  auto j = valid_config();
+  j["defaults"]["input"] = {{"kind", "llm_like"}, {"seed", 4}};
+  j["cases"] = {{{"name", "adaptive"}, {"layout", "adaptive"}, {"ratio", 0.5}}};
+  const std::string cfg = write_config(dir, j);
+  const Run checked = check(cfg);
+  INFO(checked.out);
+  CHECK(checked.code == 0);
+  CHECK(checked.out.find("1 passed, 0 failed") != std::string::npos);
+  const Run bench = run(std::string(TILEMIX_BENCH_EXE) + " --device cpu --config '" + cfg + "'");
+  INFO(bench.out);
+  REQUIRE(bench.code == 0);
+  CHECK(bench.out.find("score=share*absmax select=sequence sinks=1") != std::string::npos);
 }
 
 TEST_CASE("tilemix-bench without a GPU says so and runs the emulator; --dump writes re-checkable files", "[cli]") {

@@ -51,6 +51,11 @@ TEST_CASE("the estimate of a prefill case covers its inputs, plan, reference and
   CHECK(prefill_case_bytes(spec, spec.routing.geometry, {true, true, false, 1}) > estimate);
   CHECK(prefill_case_bytes(spec, spec.routing.geometry, {false, true, false, 0}) < estimate);
   CHECK(prefill_case_bytes(spec, spec.routing.geometry, {true, false, false, 0}) < estimate);
+  // Layout adaptive also holds its pooled Q and K and its scores while it plans.
+  const CaseSpec adaptive = case_of(R"({"cases": [{"seqlens_q": [100, 300], "seqlens_k": [200, 300], "hq": 4,
+                                                  "hk": 2, "d": 64, "causal": true, "layout": "adaptive",
+                                                  "ratio": 0.5}]})");
+  CHECK(prefill_case_bytes(adaptive, adaptive.routing.geometry, {}) > estimate);
 }
 
 TEST_CASE("the estimate of a decode check covers its inputs and both caches", "[cases]") {

@@ -788,3 +788,17 @@ TEST_CASE("config files that are not regular files, or too large, are refused be
   CHECK_THROWS_WITH(load_config("/dev/zero"), Contains("/dev/zero: is not a regular file"));
   CHECK_THROWS_WITH(load_config(dir.path.string()), dir.path.string() + ": is a directory, expected a JSON file");
 }
+
+TEST_CASE("layout adaptive routes prefill cases, and compare_with may name it", "[config]") {
+  const auto cfg = parse(R"({"cases": [{"seq_len": 256, "layout": "adaptive", "ratio": 0.5,
+                                        "compare_with": {"layout": "adaptive", "ratio": 0.25}}]})");
+  CHECK(cfg.cases[0].routing.layout == LayoutKind::adaptive);
+  CHECK(cfg.cases[0].compare_with->routing.layout == LayoutKind::adaptive);
+  CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 256, "layout": "adaptive"}]})"),
+             Contains("ratio is required for layout adaptive"));
+  // A decode case routes a tile of new tokens; a model's layers make their own Q and K.
+  CHECK_THAT(parse_error(R"({"cases": [{"kind": "decode", "cache_len": 64, "layout": "adaptive", "ratio": 0.5}]})"),
+             Contains("test.json: $.cases[0].layout: adaptive routes prefill cases from their Q and K; a decode case"));
+  CHECK_THAT(parse_error(R"({"cases": [{"kind": "model", "seq_len": 64, "layout": "adaptive", "ratio": 0.5}]})"),
+             Contains("test.json: $.cases[0].layout: adaptive routes prefill cases from their Q and K; a model case"));
+}

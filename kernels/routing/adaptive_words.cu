@@ -1,0 +1,278 @@
+// Layout `adaptive` on the GPU: the pooled queries and keys, the group scores and the selection of
+// the FP16 groups, every value in the operation order of core/routing/layouts/adaptive.cpp (the
+// shared steps in adaptive_math.hpp), so that the words are bit for bit the CPU's. Maxima are
+// order-free; every sum runs in one thread (a pooled channel's lanes in 8, then their sum in one).
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "core/routing/layouts/adaptive_math.hpp"
+#include "core/tiling.hpp"
+#include "kernels/common/check.cuh"
+#include "kernels/common/sequence_lookup.cuh"
+#include "tilemix/routing.hpp"
+
+namespace tilemix::gpu {
+namespace {
+
+using layouts::adaptive_add;
+using layouts::adaptive_div;
+using layouts::adaptive_exp2;
+using layouts::adaptive_fma;
+using layouts::adaptive_mul;
+using layouts::adaptive_order_key;
+using layouts::adaptive_selection_key;
+using layouts::kAdaptiveKeptKey;
+using layouts::kAdaptivePoolLanes;
+using layouts::kAdaptiveLog2e;
+
+constexpr int kScoreThreads = kMaxGroups;  // one thread per group of a row
+constexpr int kSelectThreads = 256;
+constexpr int kRadixBits = 8;
+constexpr int kRadixBins = 1 << kRadixBits;
+
+// Maximum over the block's threads (kThreads a multiple of 32, linear index `tid`) of NaN-free
+// values.
+template <int kThreads>
+__device__ float block_max(float x, int tid, float* scratch) {
+  for (int offset = 16; offset > 0; offset >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  if (tid % 32 == 0) scratch[tid / 32] = x;
+  __syncthreads();
+  float m = scratch[0];
+  for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, scratch[w]);
+  return m;
+}
+
+// The mean of channel c from its lanes' sums (lane[w][c]), added in lane order from 0.
+template <int kDim>
+__device__ float mean_of_lanes(const float (*lane)[kDim], int c, float count) {
+  float sum = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kAdaptivePoolLanes; ++w) sum = adaptive_add(sum, lane[w][c]);
+  return adaptive_div(sum, count);
+}
+
+// Step 1, queries: one CTA per (query tile, KV head); thread (c, w) sums channel c over the rows
+// of lane w (w, w + 8, ...) and, inside each row, the KV head's query heads. fmaxf drops a NaN,
+// as max_magnitude does.
+template <int kDim>
+__global__ void __launch_bounds__(kDim * kAdaptivePoolLanes)
+    pool_queries_kernel(const __half* __restrict__ q, const int64_t* __restrict__ cu_q,
+                        const int64_t* __restrict__ tile_offset, const int* __restrict__ tile_sequence, int block_m,
+                        int hq, int heads, int64_t tiles, float* __restrict__ qbar, float* __restrict__ qmax) {
+  __shared__ float lane_sum[kAdaptivePoolLanes][kDim];
+  __shared__ float scratch[kDim * kAdaptivePoolLanes / 32];
+  const int64_t t = blockIdx.x;
+  const int h = blockIdx.y, c = threadIdx.x, w = threadIdx.y;
+  const int b = tile_sequence[t];
+  const int64_t row0 = cu_q[b] + (t - tile_offset[b]) * block_m;
+  const int64_t rows = min(static_cast<int64_t>(block_m), cu_q[b + 1] - row0);
+  float sum = 0.0f, magnitude = 0.0f;
+  for (int64_t r = w; r < rows; r += kAdaptivePoolLanes) {
+    const __half* x = q + ((row0 + r) * hq + static_cast<int64_t>(h) * heads) * kDim + c;
+    for (int i = 0; i < heads; ++i) {
+      const float v = __half2float(x[static_cast<int64_t>(i) * kDim]);
+      sum = adaptive_add(sum, v);
+      magnitude = fmaxf(magnitude, fabsf(v));
+    }
+  }
+  lane_sum[w][c] = sum;
+  magnitude = block_max<kDim * kAdaptivePoolLanes>(magnitude, w * kDim + c, scratch);  // synchronizes
+  const int64_t task = static_cast<int64_t>(h) * tiles + t;
+  if (w == 0) qbar[task * kDim + c] = mean_of_lanes<kDim>(lane_sum, c, static_cast<float>(rows * heads));
+  if (w == 0 && c == 0) qmax[task] = magnitude;
+}
+
+// Step 1, keys: one CTA per (key group, KV head); thread (c, w) sums channel c over the keys of
+// lane w.
+template <int kDim>
+__global__ void __launch_bounds__(kDim * kAdaptivePoolLanes)
+    pool_keys_kernel(const __half* __restrict__ k, const int64_t* __restrict__ cu_k,
+                     const int64_t* __restrict__ group_offset, const int64_t* __restrict__ mask_width, int batch,
+                     int hk, int64_t groups, float* __restrict__ kbar, float* __restrict__ kmax) {
+  __shared__ float lane_sum[kAdaptivePoolLanes][kDim];
+  __shared__ float scratch[kDim * kAdaptivePoolLanes / 32];
+  const int64_t g = blockIdx.x;
+  const int h = blockIdx.y, c = threadIdx.x, w = threadIdx.y;
+  const int b = find_sequence(group_offset, batch, g);
+  const int64_t key0 = cu_k[b] + (g - group_offset[b]) * mask_width[b];
+  const int64_t keys = min(mask_width[b], cu_k[b + 1] - key0);
+  float sum = 0.0f, magnitude = 0.0f;
+  for (int64_t r = w; r < keys; r += kAdaptivePoolLanes) {
+    const float v = __half2float(k[((key0 + r) * hk + h) * kDim + c]);
+    sum = adaptive_add(sum, v);
+    magnitude = fmaxf(magnitude, fabsf(v));
+  }
+  lane_sum[w][c] = sum;
+  magnitude = block_max<kDim * kAdaptivePoolLanes>(magnitude, w * kDim + c, scratch);  // synchronizes
+  const int64_t task = static_cast<int64_t>(h) * groups + g;
+  if (w == 0) kbar[task * kDim + c] = mean_of_lanes<kDim>(lane_sum, c, static_cast<float>(keys));
+  if (w == 0 && c == 0) kmax[task] = magnitude;
+}
+
+// Step 2: one CTA per (query tile, KV head), thread j scores group j; the mass sum runs over the
+// row's groups in j order in every thread.
+template <int kDim>
+__global__ void __launch_bounds__(kScoreThreads)
+    group_scores_kernel(const float* __restrict__ qbar, const float* __restrict__ qmax,
+                        const float* __restrict__ kbar, const float* __restrict__ kmax,
+                        const int* __restrict__ tile_sequence, const int* __restrict__ tile_groups,
+                        const float* __restrict__ cells, const int64_t* __restrict__ group_offset,
+                        float softmax_scale, int64_t tiles, int64_t groups, float* __restrict__ scores) {
+  __shared__ float query[kDim];
+  __shared__ float mass[kMaxGroups];
+  __shared__ float scratch[kScoreThreads / 32];
+  const int64_t t = blockIdx.x;
+  const int h = blockIdx.y, j = threadIdx.x;
+  const int64_t task = static_cast<int64_t>(h) * tiles + t;
+  for (int c = j; c < kDim; c += kScoreThreads) query[c] = qbar[task * kDim + c];
+  __syncthreads();
+  const int legal = tile_groups[t];
+  const int64_t group = static_cast<int64_t>(h) * groups + group_offset[tile_sequence[t]] + j;
+  float logit = -INFINITY;
+  if (j < legal) {
+    const float* key = kbar + group * kDim;
+    float dot = 0.0f;
+    for (int c = 0; c < kDim; ++c) dot = adaptive_fma(query[c], key[c], dot);
+    logit = adaptive_mul(dot, softmax_scale);
+    if (logit != logit) logit = -INFINITY;
+  }
+  const float row_max = block_max<kScoreThreads>(logit, j, scratch);
+  if (j < legal) {
+    mass[j] = adaptive_mul(cells[t * kMaxGroups + j],
+                           adaptive_exp2(adaptive_mul(adaptive_add(logit, -row_max), kAdaptiveLog2e)));
+  }
+  __syncthreads();
+  float total = 0.0f;
+  for (int i = 0; i < legal; ++i) total = adaptive_add(total, mass[i]);
+  float score = 0.0f;
+  if (j < legal) score = adaptive_mul(adaptive_mul(adaptive_div(mass[j], total), qmax[task]), kmax[group]);
+  scores[task * kMaxGroups + j] = score;
+}
+
+// Step 3: one CTA per (sequence, KV head). The N largest selection keys (distinct) are those at or
+// above the N-th largest, found digit by digit from the top (radix select: integer counts, so the
+// result does not depend on the order the threads count in).
+__global__ void __launch_bounds__(kSelectThreads)
+    select_words_kernel(const float* __restrict__ scores, const int64_t* __restrict__ tile_offset,
+                        const int* __restrict__ tile_groups, const int64_t* __restrict__ fp16_groups, int64_t tiles,
+                        uint64_t* __restrict__ words) {
+  __shared__ unsigned int histogram[kRadixBins];
+  __shared__ unsigned long long legal_count;
+  __shared__ unsigned long long chosen_prefix;
+  __shared__ long long chosen_rank;
+  const int b = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
+  const int64_t t0 = tile_offset[b], rows = tile_offset[b + 1] - t0;
+  const float* row_scores = scores + (static_cast<int64_t>(h) * tiles + t0) * kMaxGroups;
+  const auto key_of = [&](int64_t m, int j) {
+    const uint32_t order = j == 0 ? kAdaptiveKeptKey : adaptive_order_key(row_scores[m * kMaxGroups + j]);
+    return adaptive_selection_key(order, m, j);
+  };
+
+  if (tid == 0) legal_count = 0;
+  __syncthreads();
+  unsigned long long mine = 0;
+  for (int64_t m = tid; m < rows; m += kSelectThreads) mine += tile_groups[t0 + m];
+  atomicAdd(&legal_count, mine);
+  __syncthreads();
+  const int64_t fp16 = min(fp16_groups[b], static_cast<int64_t>(legal_count));
+
+  uint64_t prefix = 0, known = 0;  // the digits of the N-th largest key found so far, and their bits
+  int64_t rank = fp16;             // its rank among the keys that share them
+  for (int shift = 64 - kRadixBits; fp16 > 0 && shift >= 0; shift -= kRadixBits) {
+    for (int i = tid; i < kRadixBins; i += kSelectThreads) histogram[i] = 0;
+    __syncthreads();
+    for (int64_t slot = tid; slot < rows * kMaxGroups; slot += kSelectThreads) {
+      const int64_t m = slot / kMaxGroups;
+      const int j = static_cast<int>(slot % kMaxGroups);
+      if (j >= tile_groups[t0 + m]) continue;
+      const uint64_t key = key_of(m, j);
+      if ((key & known) == prefix) atomicAdd(&histogram[(key >> shift) & (kRadixBins - 1)], 1u);
+    }
+    __syncthreads();
+    if (tid == 0) {
+      int64_t above = 0;
+      int digit = kRadixBins - 1;
+      for (; digit > 0 && above + histogram[digit] < rank; --digit) above += histogram[digit];
+      chosen_rank = rank - above;
+      chosen_prefix = prefix | (static_cast<uint64_t>(digit) << shift);
+    }
+    __syncthreads();
+    rank = chosen_rank;
+    prefix = chosen_prefix;
+    known |= static_cast<uint64_t>(kRadixBins - 1) << shift;
+  }
+
+  for (int64_t m = tid; m < rows; m += kSelectThreads) {
+    uint64_t word = 0;
+    for (int j = 0; j < tile_groups[t0 + m]; ++j) {
+      if (fp16 == 0 || key_of(m, j) < prefix) word |= 1ull << j;
+    }
+    words[static_cast<int64_t>(h) * tiles + t0 + m] = word;
+  }
+}
+
+template <int kDim>
+void launch_all(const AdaptiveRoutingParams& p, cudaStream_t stream, const std::string& context) {
+  const auto* q = static_cast<const __half*>(p.q);
+  const auto* k = static_cast<const __half*>(p.k);
+  const auto hk = static_cast<unsigned>(p.hk);
+  const dim3 pool_block(kDim, kAdaptivePoolLanes);
+  if (p.total_tiles > 0) {
+    pool_queries_kernel<kDim><<<dim3(static_cast<unsigned>(p.total_tiles), hk), pool_block, 0, stream>>>(
+        q, p.cu_seqlens_q, p.tile_offset, p.tile_sequence, p.block_m, p.hq, p.hq / p.hk, p.total_tiles, p.qbar,
+        p.qmax);
+    TILEMIX_LAUNCH_CHECK("pool_queries_kernel", context);
+  }
+  if (p.total_groups > 0) {
+    pool_keys_kernel<kDim><<<dim3(static_cast<unsigned>(p.total_groups), hk), pool_block, 0, stream>>>(
+        k, p.cu_seqlens_k, p.group_offset, p.mask_width, p.batch, p.hk, p.total_groups, p.kbar, p.kmax);
+    TILEMIX_LAUNCH_CHECK("pool_keys_kernel", context);
+  }
+  if (p.total_tiles > 0) {
+    group_scores_kernel<kDim><<<dim3(static_cast<unsigned>(p.total_tiles), hk), kScoreThreads, 0, stream>>>(
+        p.qbar, p.qmax, p.kbar, p.kmax, p.tile_sequence, p.tile_groups, p.cells, p.group_offset, p.softmax_scale,
+        p.total_tiles, p.total_groups, p.scores);
+    TILEMIX_LAUNCH_CHECK("group_scores_kernel", context);
+  }
+  select_words_kernel<<<dim3(static_cast<unsigned>(p.batch), hk), kSelectThreads, 0, stream>>>(
+      p.scores, p.tile_offset, p.tile_groups, p.fp16_groups, p.total_tiles, p.words);
+  TILEMIX_LAUNCH_CHECK("select_words_kernel", context);
+}
+
+}  // namespace
+
+void adaptive_words(const AdaptiveRoutingParams& p, void* stream) {
+  const std::string context = "adaptive_words(d=" + std::to_string(p.d) + " hq=" + std::to_string(p.hq) +
+                              " hk=" + std::to_string(p.hk) + " batch=" + std::to_string(p.batch) +
+                              " tiles=" + std::to_string(p.total_tiles) + " groups=" + std::to_string(p.total_groups) +
+                              ")";
+  if (p.d != 64 && p.d != 128) {
+    throw std::invalid_argument(context + ": unsupported head dimension d=" + std::to_string(p.d) +
+                                " (supported: 64, 128)");
+  }
+  if (p.hq <= 0 || p.hk <= 0 || p.hq % p.hk != 0 || p.hk > 65535 || p.batch < 0 || p.batch > 0x7fffffff ||
+      p.total_tiles < 0 || p.total_tiles > 0x7fffffff || p.total_groups < 0 || p.total_groups > 0x7fffffff ||
+      p.block_m <= 0) {
+    throw std::invalid_argument(context + ": heads, batch, tile or group counts out of range");
+  }
+  if (p.batch == 0 || p.total_tiles == 0) return;
+  // Without keys (every Lk = 0) there are no pooled keys, and K and its scratch may be empty.
+  const bool keys = p.total_groups > 0;
+  if (!p.q || !p.cu_seqlens_q || !p.cu_seqlens_k || !p.tile_offset || !p.tile_sequence || !p.tile_groups ||
+      !p.cells || !p.group_offset || !p.mask_width || !p.fp16_groups || !p.qbar || !p.qmax || !p.scores ||
+      !p.words || (keys && (!p.k || !p.kbar || !p.kmax))) {
+    throw std::invalid_argument(context + ": inputs, schedule arrays, scratch and words must be device pointers");
+  }
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (p.d == 64) {
+    launch_all<64>(p, s, context);
+  } else {
+    launch_all<128>(p, s, context);
+  }
+}
+
+}  // namespace tilemix::gpu
