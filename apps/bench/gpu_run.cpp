@@ -29,6 +29,7 @@ struct MethodRun {
   std::optional<gpu::TimingResult> timing;  // empty when the method could not run
   std::string status = "ok";                // "ok", "OOM (...)", "unavailable (...)"
   int64_t resident_bytes = 0, resident_measured = 0;  // allocated; as the driver measured it
+  std::optional<gpu::TimingResult> route;   // the GPU's word building alone (adaptive), part of `timing`
   std::vector<uint16_t> o;                  // FP16 output, fetched when a deviation is asked for
 };
 
@@ -223,6 +224,9 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
         run.resident_bytes = resident(gpu::MemoryCount::allocated);
         run.resident_measured = resident(gpu::MemoryCount::measured);
         run.timing = gpu::time_launches([&](int) { launch(); }, timing);
+        if (method == Method::tilemix && problem.routes_on_gpu()) {
+          run.route = gpu::time_launches([&](int) { problem.launch_routing(); }, timing);
+        }
         if (run.timing->throttled) {
           fmt::print(stderr, "tilemix-bench: warning: {} {}: {}\n", spec.name, name, run.timing->clock_note);
         }
@@ -259,7 +263,8 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
                          {r.resident_bytes, r.resident_measured},
                          rel_l2_vs_flash,
                          rel_l2_vs_ref,
-                         vs_compared}));
+                         vs_compared,
+                         timing_of(r.route)}));
     }
   }
 }

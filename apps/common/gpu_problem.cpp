@@ -75,8 +75,21 @@ void GpuProblem::set_routing(const RoutingPlan& plan, const std::vector<uint64_t
   const std::vector<int> groups = plan.groups();
   group_ = gpu::to_device(groups);
   total_query_tiles_ = plan.total_tiles();
-  any_int8_ = gpu::any_int8_route(words);
-  uniform_steps_ = uniform_steps(plan, words, gpu::prefill_emulation(PrefillMainloop::warp_specialized).softmax_tiles);
+  if (routes_from_data(plan.request.layout)) {
+    // The words come from the GPU at every launch: nothing about them is read here.
+    adaptive_ = make_adaptive_builder(plan, words_);
+    any_int8_ = plan.request.ratio > 0.0;
+    uniform_steps_ = std::all_of(groups.begin(), groups.end(), [](int g) { return g % 2 == 0; });
+  } else {
+    adaptive_.reset();
+    any_int8_ = gpu::any_int8_route(words);
+    uniform_steps_ =
+        uniform_steps(plan, words, gpu::prefill_emulation(PrefillMainloop::warp_specialized).softmax_tiles);
+  }
+}
+
+void GpuProblem::launch_routing() {
+  if (adaptive_) gpu::adaptive_words(adaptive_->params, nullptr);
 }
 
 void GpuProblem::launch_tilemix(const Numerics& numerics) {
@@ -86,6 +99,7 @@ void GpuProblem::launch_tilemix(const Numerics& numerics) {
   p.group = group_.as<const int>();
   p.total_query_tiles = total_query_tiles_;
   p.uniform_steps = uniform_steps_;
+  launch_routing();
   if (numerics.mode == QuantMode::quantize_once && any_int8_) gpu::quantize_qk(p, nullptr);
   gpu::tilemix_prefill(p, nullptr);
 }
@@ -138,25 +152,28 @@ QuantOutput GpuProblem::quantize() {
   return out;
 }
 
-AdaptiveOutput GpuProblem::adaptive_routing(const RoutingPlan& plan) {
+std::unique_ptr<GpuProblem::AdaptiveBuilder> GpuProblem::make_adaptive_builder(const RoutingPlan& plan,
+                                                                               gpu::DeviceBuffer& words) const {
   const layouts::AdaptiveSchedule schedule =
       layouts::adaptive_schedule(plan.tilings, plan.tile_offset, plan.request.ratio);
   const size_t hk = static_cast<size_t>(shape_.hk), d = static_cast<size_t>(shape_.d);
   const auto tiles = static_cast<size_t>(schedule.total_tiles());
   const auto groups = static_cast<size_t>(schedule.total_groups());
-  const gpu::DeviceBuffer tile_offset = gpu::to_device(schedule.tile_offset);
-  const gpu::DeviceBuffer tile_sequence = gpu::to_device(schedule.tile_sequence);
-  const gpu::DeviceBuffer tile_groups = gpu::to_device(schedule.tile_groups);
-  const gpu::DeviceBuffer cells = gpu::to_device(schedule.cells);
-  const gpu::DeviceBuffer group_offset = gpu::to_device(schedule.group_offset);
-  const gpu::DeviceBuffer mask_width = gpu::to_device(schedule.mask_width);
-  const gpu::DeviceBuffer fp16_groups = gpu::to_device(schedule.fp16_groups);
-  gpu::DeviceBuffer qbar(hk * tiles * d * sizeof(float)), qmax(hk * tiles * sizeof(float));
-  gpu::DeviceBuffer kbar(hk * groups * d * sizeof(float)), kmax(hk * groups * sizeof(float));
-  gpu::DeviceBuffer scores(hk * tiles * kMaxGroups * sizeof(float)), words(hk * tiles * sizeof(uint64_t));
-  for (gpu::DeviceBuffer* b : {&qbar, &qmax, &kbar, &kmax, &scores, &words}) b->poison();
+  auto b = std::make_unique<AdaptiveBuilder>();
+  b->tile_offset = gpu::to_device(schedule.tile_offset);
+  b->tile_sequence = gpu::to_device(schedule.tile_sequence);
+  b->tile_groups = gpu::to_device(schedule.tile_groups);
+  b->cells = gpu::to_device(schedule.cells);
+  b->group_offset = gpu::to_device(schedule.group_offset);
+  b->mask_width = gpu::to_device(schedule.mask_width);
+  b->fp16_groups = gpu::to_device(schedule.fp16_groups);
+  b->qbar = gpu::DeviceBuffer(hk * tiles * d * sizeof(float));
+  b->qmax = gpu::DeviceBuffer(hk * tiles * sizeof(float));
+  b->kbar = gpu::DeviceBuffer(hk * groups * d * sizeof(float));
+  b->kmax = gpu::DeviceBuffer(hk * groups * sizeof(float));
+  b->scores = gpu::DeviceBuffer(hk * tiles * kMaxGroups * sizeof(float));
 
-  gpu::AdaptiveRoutingParams p;
+  gpu::AdaptiveRoutingParams& p = b->params;
   p.q = q_.data();
   p.k = k_.data();
   p.cu_seqlens_q = cu_q_.as<const int64_t>();
@@ -167,29 +184,39 @@ AdaptiveOutput GpuProblem::adaptive_routing(const RoutingPlan& plan) {
   p.d = shape_.d;
   p.softmax_scale = shape_.softmax_scale;
   p.block_m = schedule.block_m;
-  p.tile_offset = tile_offset.as<const int64_t>();
-  p.tile_sequence = tile_sequence.as<const int>();
-  p.tile_groups = tile_groups.as<const int>();
-  p.cells = cells.as<const float>();
-  p.group_offset = group_offset.as<const int64_t>();
-  p.mask_width = mask_width.as<const int64_t>();
-  p.fp16_groups = fp16_groups.as<const int64_t>();
+  p.tile_offset = b->tile_offset.as<const int64_t>();
+  p.tile_sequence = b->tile_sequence.as<const int>();
+  p.tile_groups = b->tile_groups.as<const int>();
+  p.cells = b->cells.as<const float>();
+  p.group_offset = b->group_offset.as<const int64_t>();
+  p.mask_width = b->mask_width.as<const int64_t>();
+  p.fp16_groups = b->fp16_groups.as<const int64_t>();
   p.total_tiles = schedule.total_tiles();
   p.total_groups = schedule.total_groups();
-  p.qbar = qbar.as<float>();
-  p.qmax = qmax.as<float>();
-  p.kbar = kbar.as<float>();
-  p.kmax = kmax.as<float>();
-  p.scores = scores.as<float>();
+  p.qbar = b->qbar.as<float>();
+  p.qmax = b->qmax.as<float>();
+  p.kbar = b->kbar.as<float>();
+  p.kmax = b->kmax.as<float>();
+  p.scores = b->scores.as<float>();
   p.words = words.as<uint64_t>();
-  gpu::adaptive_words(p, nullptr);
+  return b;
+}
+
+AdaptiveOutput GpuProblem::adaptive_routing(const RoutingPlan& plan) {
+  const size_t hk = static_cast<size_t>(shape_.hk), d = static_cast<size_t>(shape_.d);
+  const auto tiles = static_cast<size_t>(plan.total_tiles());
+  gpu::DeviceBuffer words(hk * tiles * sizeof(uint64_t));
+  const std::unique_ptr<AdaptiveBuilder> b = make_adaptive_builder(plan, words);
+  for (gpu::DeviceBuffer* s : {&b->qbar, &b->qmax, &b->kbar, &b->kmax, &b->scores, &words}) s->poison();
+  gpu::adaptive_words(b->params, nullptr);
   gpu::device_synchronize("adaptive_words run");
+  const auto groups = static_cast<size_t>(b->params.total_groups);
   AdaptiveOutput out;
-  out.qbar = gpu::to_host<float>(qbar, hk * tiles * d);
-  out.qmax = gpu::to_host<float>(qmax, hk * tiles);
-  out.kbar = gpu::to_host<float>(kbar, hk * groups * d);
-  out.kmax = gpu::to_host<float>(kmax, hk * groups);
-  out.scores = gpu::to_host<float>(scores, hk * tiles * kMaxGroups);
+  out.qbar = gpu::to_host<float>(b->qbar, hk * tiles * d);
+  out.qmax = gpu::to_host<float>(b->qmax, hk * tiles);
+  out.kbar = gpu::to_host<float>(b->kbar, hk * groups * d);
+  out.kmax = gpu::to_host<float>(b->kmax, hk * groups);
+  out.scores = gpu::to_host<float>(b->scores, hk * tiles * kMaxGroups);
   out.words = gpu::to_host<uint64_t>(words, hk * tiles);
   return out;
 }

@@ -2,6 +2,7 @@
 // Runs the prefill kernels on one problem: uploads shape and inputs once, then each run poisons
 // the outputs (every byte 0xFF, a NaN in FP16 and FP32), launches, and downloads.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/inputs/inputs.hpp"
@@ -9,6 +10,7 @@
 #include "core/routing/plan.hpp"
 #include "tilemix/attention.hpp"
 #include "tilemix/device_buffer.hpp"
+#include "tilemix/routing.hpp"
 
 namespace tilemix::app {
 
@@ -47,8 +49,13 @@ class GpuProblem {
   AdaptiveOutput adaptive_routing(const RoutingPlan& plan);
 
   // For timing: upload the routing once, then enqueue launches (no poison, no synchronisation).
-  // launch_tilemix includes the quantization pass, as every reported time does.
+  // launch_tilemix includes the quantization pass, as every reported time does, and for a layout
+  // that routes from the data (adaptive) the words built on the GPU (launch_routing), which then
+  // replace `words`; the kernel's instance is then chosen without reading the words (one score
+  // product per step only where every g is even).
   void set_routing(const RoutingPlan& plan, const std::vector<uint64_t>& words);
+  bool routes_on_gpu() const { return adaptive_ != nullptr; }
+  void launch_routing();
   void launch_tilemix(const Numerics& numerics);
   void launch_flash(const Numerics& numerics);
   KernelOutput fetch();
@@ -66,6 +73,15 @@ class GpuProblem {
  private:
   void poison_outputs();
 
+  // Layout adaptive's word builder for one plan: its schedule and scratch on the device, and the
+  // parameters of gpu::adaptive_words, which writes `words`.
+  struct AdaptiveBuilder {
+    gpu::DeviceBuffer tile_offset, tile_sequence, tile_groups, cells, group_offset, mask_width, fp16_groups;
+    gpu::DeviceBuffer qbar, qmax, kbar, kmax, scores;
+    gpu::AdaptiveRoutingParams params;
+  };
+  std::unique_ptr<AdaptiveBuilder> make_adaptive_builder(const RoutingPlan& plan, gpu::DeviceBuffer& words) const;
+
   AttentionShape shape_;
   PrefillMainloop mainloop_ = PrefillMainloop::automatic;
   int64_t max_seqlen_q_ = 0;
@@ -76,6 +92,7 @@ class GpuProblem {
   int64_t total_query_tiles_ = 0;
   bool any_int8_ = false;
   bool uniform_steps_ = false;  // PrefillParams::uniform_steps of the routing set
+  std::unique_ptr<AdaptiveBuilder> adaptive_;  // the routing set's words builder, for adaptive
 };
 
 // FP16 bits as an ordered integer line: the distance of two values in units in the last place.

@@ -161,6 +161,7 @@ TableLayout<PrefillGpuRow> make_prefill_gpu_table(bool with_comparison) {
     return r.measured.timing ? Cell{r.tokens / (r.measured.timing->median_ms * 1e-3) / 1e3} : Cell{};
   });
   t.add({"speedup_vs_flash", "x flash", 3}, [](const Row& r) { return speedup(r.flash, r.measured.timing); });
+  t.add({"route_ms", "route ms", 4}, [](const Row& r) { return r.route ? Cell{r.route->median_ms} : Cell{}; });
   t.add(residency_columns(), [](const Row& r) { return std::optional<Residency>(r.resident); });
   t.add({"rel_l2_vs_flash", "rel.L2 flash", 3}, [](const Row& r) { return optional_cell(r.rel_l2_vs_flash); });
   t.add({"rel_l2_vs_ref", "rel.L2 ref", 3}, [](const Row& r) { return optional_cell(r.rel_l2_vs_ref); });

@@ -96,6 +96,7 @@ TEST_CASE("the prefill GPU table keeps its columns", "[tables]") {
                                                                  {"tops", "TOPS", 4},
                                                                  {"thpt_ktok_s", "K tok/s", 4},
                                                                  {"speedup_vs_flash", "x flash", 3},
+                                                                 {"route_ms", "route ms", 4},
                                                                  {"resident_mib", "HBM MiB", 4},
                                                                  {"resident_measured_mib", "HBM MiB meas.", 4},
                                                                  {"rel_l2_vs_flash", "rel.L2 flash", 3},
@@ -237,8 +238,17 @@ TEST_CASE("prefill GPU rows: routing cells for the routed kernel only, timing ce
   const gpu::TimingResult flash = timing(2.0), routed = timing(1.0);
   const TableLayout<PrefillGpuRow>& table = prefill_gpu_table();
 
-  const std::vector<Cell> tilemix = table.cells(
-      {{spec, "tilemix", true, &plan}, {&routed, 3, "ok"}, 4e9, 256.0, &flash, {1 << 20, 2 << 20}, 0.25, {}, {}});
+  const gpu::TimingResult route = timing(0.125);
+  const std::vector<Cell> tilemix = table.cells({{spec, "tilemix", true, &plan},
+                                                 {&routed, 3, "ok"},
+                                                 4e9,
+                                                 256.0,
+                                                 &flash,
+                                                 {1 << 20, 2 << 20},
+                                                 0.25,
+                                                 {},
+                                                 {},
+                                                 &route});
   CHECK(cell(table, tilemix, "method") == Cell{std::string("tilemix")});
   CHECK(cell(table, tilemix, "layout") == Cell{std::string("band")});
   CHECK(cell(table, tilemix, "coverage") == Cell{plan.coverage.groups()});
@@ -247,6 +257,7 @@ TEST_CASE("prefill GPU rows: routing cells for the routed kernel only, timing ce
   CHECK(cell(table, tilemix, "reps") == Cell{int64_t{3}});
   CHECK(cell(table, tilemix, "tops") == Cell{4e9 / (1.0 * 1e-3) / 1e12});
   CHECK(cell(table, tilemix, "speedup_vs_flash") == Cell{2.0});
+  CHECK(cell(table, tilemix, "route_ms") == Cell{0.125});
   CHECK(cell(table, tilemix, "resident_measured_mib") == Cell{2.0});
   CHECK(cell(table, tilemix, "rel_l2_vs_flash") == Cell{0.25});
   CHECK(empty(cell(table, tilemix, "rel_l2_vs_ref")));
@@ -264,7 +275,7 @@ TEST_CASE("prefill GPU rows: routing cells for the routed kernel only, timing ce
                                              std::nullopt,
                                              std::nullopt});
   for (const char* key : {"layout", "ratio", "coverage", "coverage_tiles", "coverage_cells", "params", "mode",
-                          "median_ms", "reps", "tops", "speedup_vs_flash", "sm_clock_mhz"}) {
+                          "median_ms", "reps", "tops", "speedup_vs_flash", "route_ms", "sm_clock_mhz"}) {
     INFO(key);
     CHECK(empty(cell(table, oom, key)));
   }
