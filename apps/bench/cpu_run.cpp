@@ -33,7 +33,7 @@ std::string inputs_key(const CaseSpec& spec) {
   const InputSpec& in = spec.input;
   return nlohmann::json{s.hq, s.hk, s.d, s.causal, s.softmax_scale, s.cu_seqlens_q, s.cu_seqlens_k,
                         static_cast<int>(in.kind), in.seed, in.stddev, in.outlier_channels, in.outlier_scale,
-                        in.sink_scale, in.local_bias, in.q_path, in.k_path, in.v_path}
+                        in.sink_scale, in.local_bias, in.k_channel_bias, in.q_path, in.k_path, in.v_path}
       .dump();
 }
 
