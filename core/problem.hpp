@@ -15,6 +15,9 @@ struct Numerics {
   StatePrecision state = StatePrecision::fp32;
   AccumPrecision accum = AccumPrecision::fp32;
   QuantMode mode = QuantMode::quantize_once;
+  // Key smoothing (SPEC 5, tilemix only): both score paths see q . (k - kbar), the LSE adds
+  // q . kbar back (core/quant.hpp states the operations).
+  bool smooth_k = false;
 };
 
 const char* to_string(StatePrecision p);
