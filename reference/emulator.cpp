@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 
 #include "core/fp16.hpp"
 #include "core/quant.hpp"
@@ -49,9 +50,10 @@ struct Operands {
   std::vector<float> k_t;  // [hk, d, total_k]
   std::vector<float> v;    // [total_k, hk, d]
   // INT8 operands, present only when some tile is routed to INT8.
-  QuantizedTensor q8, k8;  // codes and scales of quantize_blockwise
+  QuantizedTensor q8, k8;  // codes and scales of quantize_blockwise (K's of K - kbar with smooth_k)
   std::vector<float> q8_codes;   // [total_q, hq, d]
   std::vector<float> k8_codes_t;  // [hk, d, total_k]
+  std::vector<float> qkbar;       // smooth_k: q . kbar of every row [total_q, hq]; empty otherwise
 };
 
 struct QueryTile {
@@ -151,7 +153,12 @@ class TileEmulator {
           // fp16 x fp16 products are exact in fp32; the sum is kept in double.
           for (int64_t j = 0; j < legal; ++j) acc[j] += static_cast<double>(qc * k[j]);
         }
-        for (int64_t j = 0; j < legal; ++j) store(j, static_cast<float>(acc[j]), scale_log2_);
+        if (ops_.qkbar.empty()) {
+          for (int64_t j = 0; j < legal; ++j) store(j, static_cast<float>(acc[j]), scale_log2_);
+        } else {
+          const float qkbar = ops_.qkbar[static_cast<size_t>(q_first + r) * hq + tile.h];
+          for (int64_t j = 0; j < legal; ++j) store(j, smoothed_fp16_score(static_cast<float>(acc[j]), qkbar), scale_log2_);
+        }
       }
       std::fill(s + legal, s + width, kNegInf);
       if (scale) std::fill(scale + legal, scale + width, 1.0f);
@@ -230,6 +237,9 @@ class TileEmulator {
       const float* acc = &st.acc[static_cast<size_t>(r) * d];
       for (int c = 0; c < d; ++c) o[c] = float_to_half(acc[c] / l);
       lse = (st.row_max[r] + std::log2(l)) * kLn2;
+      if (!ops_.qkbar.empty()) {
+        lse = unsmoothed_lse(lse, ops_.qkbar[static_cast<size_t>(q_first + r) * hq + tile.h], shape_.softmax_scale);
+      }
     }
   }
 
@@ -260,9 +270,15 @@ EmulatorResult emulate_attention(const AttentionShape& shape, const AttentionInp
   ops.q = half_to_float_array(inputs.q);
   ops.k_t = transpose_keys(inputs.k, total_k, hk, d, [](uint16_t x) { return half_to_float(x); });
   ops.v = half_to_float_array(inputs.v);
-  if (std::any_of(plan.words.begin(), plan.words.end(), [](uint64_t w) { return w != 0; })) {
+  const bool any_int8 = std::any_of(plan.words.begin(), plan.words.end(), [](uint64_t w) { return w != 0; });
+  if (options.numerics.smooth_k) {
+    SmoothedKeys smoothed = smooth_keys(shape, inputs.q, inputs.k, any_int8);
+    ops.qkbar = std::move(smoothed.qkbar);
+    ops.k8 = std::move(smoothed.k8);
+  }
+  if (any_int8) {
     ops.q8 = quantize_blockwise(inputs.q, shape.cu_seqlens_q, hq, d, kBlockQ);
-    ops.k8 = quantize_blockwise(inputs.k, shape.cu_seqlens_k, hk, d, kBlockK);
+    if (!options.numerics.smooth_k) ops.k8 = quantize_blockwise(inputs.k, shape.cu_seqlens_k, hk, d, kBlockK);
     ops.q8_codes.assign(ops.q8.codes.begin(), ops.q8.codes.end());
     ops.k8_codes_t = transpose_keys(ops.k8.codes, total_k, hk, d, [](int8_t x) { return static_cast<float>(x); });
   }

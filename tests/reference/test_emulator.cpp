@@ -129,6 +129,59 @@ TEST_CASE("emulator follows the documented rounding points", "[emulator]") {
     CHECK(got_fused.o == want_fused.o);
     CHECK(got_fused.lse == want_fused.lse);
   }
+
+  // smooth_k: kbar = (k0 + k1) / 2 = (0.25, 1.75, 0.75), q . kbar = 0.3125 - 0.875 + 0.65625.
+  const float qkbar = 0.09375f;
+  EmulatorOptions smooth = kDefault, smooth_fused = fused;
+  smooth.numerics.smooth_k = smooth_fused.numerics.smooth_k = true;
+  // The LSE of the smoothed scores plus fp32(qkbar * softmax_scale).
+  const auto unsmoothed = [&](EmulatorResult r) {
+    const float shift = qkbar * 0.37f;
+    r.lse[0] = r.lse[0] + shift;
+    return r;
+  };
+  SECTION("FP16 path with smooth_k: qkbar off the fp32 sum, before the scale") {
+    REQUIRE(query_key_means(in.q, s.cu_seqlens_q, 1, 1, 64, key_means(in.k, s.cu_seqlens_k, 1, 64)).at(0) == qkbar);
+    double dot0 = 0, dot1 = 0;
+    for (int c = 0; c < 3; ++c) {
+      dot0 += static_cast<double>(q[c]) * k0[c];
+      dot1 += static_cast<double>(q[c]) * k1[c];
+    }
+    const float raw0 = static_cast<float>(dot0) - qkbar, raw1 = static_cast<float>(dot1) - qkbar;
+    const EmulatorResult want = unsmoothed(expect(raw0 * scale_log2, raw1 * scale_log2));
+    const EmulatorResult got = emulate_attention(s, in, uniform_plan(s, TileGeometry{64, 64}, false), smooth);
+    CHECK(got.o == want.o);
+    CHECK(got.lse == want.lse);
+    const EmulatorResult want_fused = unsmoothed(expect_p(raw0, raw1, scale_log2, true));
+    const EmulatorResult got_fused =
+        emulate_attention(s, in, uniform_plan(s, TileGeometry{64, 64}, false), smooth_fused);
+    CHECK(got_fused.o == want_fused.o);
+    CHECK(got_fused.lse == want_fused.lse);
+  }
+  SECTION("INT8 path with smooth_k: the codes and scale of K - kbar, Q's as before") {
+    const QuantizedTensor q8 = quantize_blockwise(in.q, s.cu_seqlens_q, 1, 64, kBlockQ);
+    const QuantizedTensor k8 =
+        quantize_smoothed_keys(in.k, s.cu_seqlens_k, 1, 64, kBlockK, key_means(in.k, s.cu_seqlens_k, 1, 64));
+    // K - kbar = +-(0.5, 0.25, -2.25): absmax 2.25.
+    REQUIRE(k8.scales[0] == 2.25f / 127.0f);
+    int32_t c0 = 0, c1 = 0;
+    for (int c = 0; c < 64; ++c) {
+      c0 += q8.codes[c] * k8.codes[c];
+      c1 += q8.codes[c] * k8.codes[64 + c];
+    }
+    REQUIRE(c0 == -c1);
+    const float sq = q8.scales[0] * scale_log2, sk = k8.scales[0];
+    const EmulatorResult want =
+        unsmoothed(expect((static_cast<float>(c0) * sq) * sk, (static_cast<float>(c1) * sq) * sk));
+    const EmulatorResult got = emulate_attention(s, in, uniform_plan(s, TileGeometry{64, 64}, true), smooth);
+    CHECK(got.o == want.o);
+    CHECK(got.lse == want.lse);
+    const EmulatorResult want_fused =
+        unsmoothed(expect_p(static_cast<float>(c0), static_cast<float>(c1), sq * sk, true));
+    const EmulatorResult got_fused = emulate_attention(s, in, uniform_plan(s, TileGeometry{64, 64}, true), smooth_fused);
+    CHECK(got_fused.o == want_fused.o);
+    CHECK(got_fused.lse == want_fused.lse);
+  }
 }
 
 TEST_CASE("emulator: zero layout is within FP16 rounding of exact, one layout within INT8 error", "[emulator]") {
@@ -190,15 +243,24 @@ TEST_CASE("emulator: mean error grows with INT8 coverage for every layout", "[em
 
 TEST_CASE("emulator: quantize_once and on_the_fly give bit-identical outputs", "[emulator]") {
   const AttentionShape s = make_shape(6, 2, 64, true, {300, 1, 0, 77}, {300, 1, 0, 140});
-  const AttentionInputs in = seeded_inputs(s, 11);
+  InputSpec spec;
+  spec.kind = InputKind::llm_like;
+  spec.seed = 11;
+  spec.k_channel_bias = 8.0f;
+  const AttentionInputs in = make_inputs(s, spec);
   for (const RoutingPlan& plan : {uniform_plan(s, {128, 64}, true), checkerboard_plan(s, {64, 64})}) {
     for (StatePrecision state : {StatePrecision::fp32, StatePrecision::fp16}) {
-      const EmulatorResult once =
-          emulate_attention(s, in, plan, options_with(state, AccumPrecision::fp32, QuantMode::quantize_once));
-      const EmulatorResult fly =
-          emulate_attention(s, in, plan, options_with(state, AccumPrecision::fp32, QuantMode::on_the_fly));
-      CHECK(once.o == fly.o);
-      CHECK(once.lse == fly.lse);
+      // With smooth_k both modes take the same kbar, codes of K - kbar and q . kbar.
+      for (const bool smooth : {false, true}) {
+        EmulatorOptions once_options = options_with(state, AccumPrecision::fp32, QuantMode::quantize_once);
+        EmulatorOptions fly_options = options_with(state, AccumPrecision::fp32, QuantMode::on_the_fly);
+        once_options.numerics.smooth_k = fly_options.numerics.smooth_k = smooth;
+        const EmulatorResult once = emulate_attention(s, in, plan, once_options);
+        const EmulatorResult fly = emulate_attention(s, in, plan, fly_options);
+        INFO("smooth_k " << smooth << " state " << to_string(state));
+        CHECK(once.o == fly.o);
+        CHECK(once.lse == fly.lse);
+      }
     }
   }
 }
@@ -361,6 +423,106 @@ TEST_CASE("emulator: key channel offsets raise the INT8 path's error, not the FP
                       << fp16_error[1]);
   CHECK(int8_error[1] > 1.15 * int8_error[0]);  // about a quarter higher at this shape
   CHECK(fp16_error[1] < 2e-3);
+}
+
+TEST_CASE("emulator: smooth_k with every tile FP16 changes the output by FP16 noise, the LSE by fp32 noise",
+          "[emulator]") {
+  // Softmax ignores a shift per row, so smoothing only moves roundings: of the fp32 score (one
+  // subtract of q . kbar, itself rounded in an fp32 chain), hence of p and of its FP16 copy, and
+  // of the output's final rounding. Those fp32 perturbations are about 1e-6 of a score; they flip
+  // an FP16 rounding now and then (p, or the output), never by more than an ulp or two. So every
+  // output element stays within 2 FP16 ulps of the unsmoothed one and nearly all within 1; the
+  // difference, against the FP16 path's own distance from exact (about 2e-4 relative L2), is
+  // bounded by a quarter of it. The LSE gets back q . kbar * scale in fp32: a relative 1e-5 of
+  // max(1, |lse|) leaves room for a few fp32 roundings of the largest terms (|q . kbar| scale up
+  // to about 10 here).
+  struct Shape {
+    int hq, hk, d;
+    std::vector<int64_t> lq, lk;
+  };
+  // Varlen with an empty and a length-1 sequence, GQA, and rows without keys (Lq > Lk, causal).
+  for (const Shape& c : {Shape{6, 2, 128, {300, 1, 0, 77, 200}, {300, 1, 0, 140, 100}},
+                         Shape{4, 1, 64, {130, 257}, {200, 257}}}) {
+    const AttentionShape s = make_shape(c.hq, c.hk, c.d, true, c.lq, c.lk);
+    for (const float bias : {0.0f, 8.0f}) {
+      InputSpec spec;
+      spec.kind = InputKind::llm_like;
+      spec.seed = 31;
+      spec.k_channel_bias = bias;
+      const AttentionInputs in = make_inputs(s, spec);
+      const ExactResult ref = exact_attention(s, in);
+      const RoutingPlan plan = uniform_plan(s, TileGeometry{128, 64}, false);
+      for (const bool fused : {false, true}) {
+        EmulatorOptions plain = kDefault;
+        plain.fused_score_scale = fused;
+        EmulatorOptions smooth = plain;
+        smooth.numerics.smooth_k = true;
+        const EmulatorResult a = emulate_attention(s, in, plan, plain);
+        const EmulatorResult b = emulate_attention(s, in, plan, smooth);
+        int64_t beyond_one_ulp = 0;
+        for (size_t i = 0; i < a.o.size(); ++i) {
+          const double x = half_to_float(a.o[i]), y = half_to_float(b.o[i]);
+          beyond_one_ulp += std::fabs(x - y) > half_ulp(std::max(std::fabs(x), std::fabs(y)));
+        }
+        const Deviation between = compare(b.o, half_to_double(a.o));
+        const double output_ulp = half_ulp(max_abs_value(half_to_double(a.o)));
+        const double own_error = compare(a.o, ref.o).rel_l2;
+        double max_lse_rel = 0.0;
+        int64_t inf_mismatch = 0;
+        for (size_t i = 0; i < a.lse.size(); ++i) {
+          if (std::isinf(a.lse[i]) || std::isinf(b.lse[i])) {
+            inf_mismatch += a.lse[i] != b.lse[i];
+            continue;
+          }
+          const double want = a.lse[i];
+          const double rel = std::fabs(b.lse[i] - want) / std::max(1.0, std::fabs(want));
+          max_lse_rel = std::max(max_lse_rel, rel);
+        }
+        INFO("d " << c.d << " bias " << bias << " fused " << fused << ": rel_l2 between " << between.rel_l2
+                  << " (FP16 path vs exact " << own_error << "), max_abs " << between.max_abs << " (output ulp "
+                  << output_ulp << "), beyond 1 ulp "
+                  << beyond_one_ulp << " of " << a.o.size() << ", max LSE rel " << max_lse_rel);
+        CHECK(between.nonfinite == 0);
+        CHECK(between.max_abs <= 2 * output_ulp);
+        CHECK(beyond_one_ulp <= static_cast<int64_t>(a.o.size() / 1000));
+        CHECK(between.rel_l2 < 0.25 * own_error);
+        CHECK(inf_mismatch == 0);
+        CHECK(max_lse_rel < 1e-5);
+        check_rows(s, b, ref, 1e-4);
+      }
+    }
+  }
+}
+
+TEST_CASE("emulator: smooth_k removes the key offsets' INT8 error", "[emulator]") {
+  // The offsets inflate every K block's absmax; K - kbar has the scales of keys without them.
+  // The sink key (position 0, sink_scale 6 by default) keeps its block's wide scale whether or
+  // not the keys are smoothed, and at this short length it holds much of the attention: at 1 it
+  // leaves the offsets the largest INT8 error, as at long lengths where the sink's share is small.
+  const AttentionShape s = make_shape(4, 2, 128, true, {512}, {512});
+  InputSpec spec;
+  spec.kind = InputKind::llm_like;
+  spec.seed = 9;
+  spec.outlier_scale = 1.0f;
+  spec.sink_scale = 1.0f;
+  const TileGeometry geo{128, 64};
+  EmulatorOptions smooth = kDefault;
+  smooth.numerics.smooth_k = true;
+  double error[2][2];  // [bias 0, 8][plain, smoothed]
+  for (int i = 0; i < 2; ++i) {
+    spec.k_channel_bias = i == 0 ? 0.0f : 8.0f;
+    const AttentionInputs in = make_inputs(s, spec);
+    const ExactResult ref = exact_attention(s, in);
+    const RoutingPlan plan = uniform_plan(s, geo, true);
+    error[i][0] = compare(emulate_attention(s, in, plan, kDefault).o, ref.o).rel_l2;
+    error[i][1] = compare(emulate_attention(s, in, plan, smooth).o, ref.o).rel_l2;
+  }
+  INFO("one, rel_l2 to exact: no offsets " << error[0][0] << " (smoothed " << error[0][1] << "), offsets "
+                                           << error[1][0] << " (smoothed " << error[1][1] << ")");
+  CHECK(error[1][1] <= 0.5 * error[1][0]);
+  // Smoothed, the offsets cost (almost) nothing; and smoothing keys without offsets does no harm.
+  CHECK(error[1][1] <= 1.1 * error[0][1]);
+  CHECK(error[0][1] <= 1.05 * error[0][0]);
 }
 
 TEST_CASE("emulator: B=1 Hq=8 Hk=2 L=2048 d=128 causal within 10 s", "[.][perf]") {
