@@ -18,8 +18,9 @@ struct KernelOutput {
 };
 
 struct QuantOutput {
-  std::vector<int8_t> q8, k8;
+  std::vector<int8_t> q8, k8;  // with smooth_k, k8 and k_scale are those of K - kbar
   std::vector<float> q_scale, k_scale;
+  std::vector<float> kbar, qkbar;  // smooth_k only: [batch, hk, d], [total_q, hq]
 };
 
 class GpuProblem {
@@ -34,18 +35,20 @@ class GpuProblem {
     return tilemix(plan, plan.words, numerics);
   }
   KernelOutput flash(const Numerics& numerics);
-  QuantOutput quantize();
+  // The quantization pass alone (smooth_keys first with smooth_k), outputs poisoned before it.
+  QuantOutput quantize(bool smooth_k = false);
 
   // For timing: upload the routing once, then enqueue launches (no poison, no synchronisation).
-  // launch_tilemix includes the quantization pass, as every reported time does.
+  // launch_tilemix includes the quantization pass (and smooth_keys with smooth_k), as every
+  // reported time does.
   void set_routing(const RoutingPlan& plan, const std::vector<uint64_t>& words);
   void launch_tilemix(const Numerics& numerics);
   void launch_flash(const Numerics& numerics);
   KernelOutput fetch();
 
   // Bytes resident in device memory for one call: inputs, outputs, and for tilemix the routing
-  // metadata plus (quantize_once with an INT8 tile) the Q8/K8 codes and scales; as allocated or
-  // as the driver measured the allocations.
+  // metadata plus (quantize_once with an INT8 tile) the Q8/K8 codes and scales and (smooth_k) kbar,
+  // its block sums and qkbar; as allocated or as the driver measured the allocations.
   int64_t resident_bytes(bool tilemix, const Numerics& numerics,
                          gpu::MemoryCount how = gpu::MemoryCount::allocated) const;
 
@@ -61,6 +64,7 @@ class GpuProblem {
   int64_t max_seqlen_q_ = 0;
   gpu::DeviceBuffer q_, k_, v_, cu_q_, cu_k_, o_, lse_;
   gpu::DeviceBuffer q8_, k8_, q_scale_, k_scale_, q_block_offset_, k_block_offset_;
+  gpu::DeviceBuffer kbar_, qkbar_, kbar_partial_;
   gpu::DeviceBuffer words_, tile_offset_, group_;
   int64_t q_blocks_ = 0, k_blocks_ = 0;
   int64_t total_query_tiles_ = 0;

@@ -45,6 +45,12 @@ struct PrefillParams {
   const int64_t* q_block_offset = nullptr;
   const int64_t* k_block_offset = nullptr;
   int64_t q_blocks = 0, k_blocks = 0;
+  // Key smoothing (numerics.smooth_k, core/quant.hpp): smooth_keys writes kbar [batch, hk, d]
+  // (through kbar_partial [k_blocks, hk, d], the BLKK block sums) and qkbar [total_q, hq]; with
+  // it quantize_qk writes the codes and scales of K - kbar into k8 / k_scale. Unused otherwise.
+  float* kbar = nullptr;
+  float* qkbar = nullptr;
+  float* kbar_partial = nullptr;
   Numerics numerics;
   // d = 128 with fp32 accumulation: the mainloop (warp_specialized needs flash_fp16 or
   // quantize_once and fewer than 2^31 tokens per tensor; asking for it otherwise is an error).
@@ -62,7 +68,9 @@ PrefillEmulation prefill_emulation(PrefillMainloop mainloop);
 // Launches on `stream` (a cudaStream_t passed as void*; nullptr = default stream). Throws
 // std::invalid_argument for unsupported values (d, numerics) naming the value, and CudaError
 // (a std::runtime_error) for CUDA failures naming the call and the shape.
-void quantize_qk(const PrefillParams& p, void* stream);  // writes q8/k8/scales
+void quantize_qk(const PrefillParams& p, void* stream);  // writes q8/k8/scales (smooth_k: after smooth_keys)
+// smooth_k, either mode: kbar and qkbar, before quantize_qk and the attention kernel.
+void smooth_keys(const PrefillParams& p, void* stream);
 void tilemix_prefill(const PrefillParams& p, void* stream);  // quantize_once needs quantize_qk first
 void flash_fp16_prefill(const PrefillParams& p, void* stream);
 
