@@ -66,7 +66,8 @@ void check_prefill_case(const CaseSpec& spec, const DeviceChoice& device, const 
                             shape_summary(spec.shape),
                             to_string(spec.numerics.state),
                             to_string(spec.numerics.accum),
-                            to_string(spec.numerics.mode)};
+                            to_string(spec.numerics.mode),
+                            spec.numerics.smooth_k};
   add_check_row(table, checked, "emulator~reference", deviation(emu_o, ref.o),
                 require_tolerance(spec, spec.tolerance.emulator_vs_reference, "emulator_vs_reference"), ok);
   if (device.gpu) {
@@ -87,7 +88,10 @@ CheckRun run_checks(const ExperimentConfig& config, const DeviceChoice& device, 
   CheckRun run;
   run.table = check_table().empty_table();
   run.device = device_provenance(device);
-  if (device.gpu) gpu::select_device(device.index);
+  if (device.gpu) {
+    require_gpu_support(config);
+    gpu::select_device(device.index);
+  }
   for (const CaseSpec& spec : config.cases) {
     if (spec.model) {
       throw InputError(spec.where, "is a model case (\"kind\": \"model\"); tilemix-bench runs those");

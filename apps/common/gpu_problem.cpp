@@ -2,9 +2,21 @@
 
 #include <algorithm>
 
+#include "core/error.hpp"
 #include "core/quant.hpp"
 
 namespace tilemix::app {
+
+void require_gpu_support(const ExperimentConfig& config) {
+  const std::string why = "the GPU kernels do not support smooth_k yet (key smoothing runs on the CPU emulator: "
+                          "--device cpu)";
+  for (const CaseSpec& spec : config.cases) {
+    if (spec.numerics.smooth_k) throw InputError(spec.where + ".smooth_k", why);
+    if (spec.compare_with && spec.compare_with->numerics.smooth_k) {
+      throw InputError(spec.where + ".compare_with.smooth_k", why);
+    }
+  }
+}
 
 GpuProblem::GpuProblem(const AttentionShape& shape, const AttentionInputs& inputs)
     : shape_(shape),

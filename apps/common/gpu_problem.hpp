@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/config/experiment.hpp"
 #include "core/inputs/inputs.hpp"
 #include "core/problem.hpp"
 #include "core/routing/plan.hpp"
@@ -71,6 +72,10 @@ class GpuProblem {
   bool any_int8_ = false;
   bool even_route_groups_ = false;  // PrefillParams::even_route_groups of the routing set
 };
+
+// What the GPU kernels do not run yet, decided here for both apps before any case runs: key
+// smoothing (smooth_k, of a case or of its compare_with) is an InputError naming the key.
+void require_gpu_support(const ExperimentConfig& config);
 
 // FP16 bits as an ordered integer line: the distance of two values in units in the last place.
 inline int half_ulp_distance(uint16_t a, uint16_t b) {

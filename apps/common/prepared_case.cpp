@@ -259,6 +259,7 @@ void dump_case(const std::string& dir, const PreparedCase& pc, const EmulatorRes
       {"state", to_string(pc.spec.numerics.state)},
       {"accum", to_string(pc.spec.numerics.accum)},
       {"mode", to_string(pc.spec.numerics.mode)},
+      {"smooth_k", pc.spec.numerics.smooth_k},
       {"coverage",
        {{"groups", pc.plan.coverage.groups()}, {"tiles", pc.plan.coverage.tiles()}, {"cells", pc.plan.coverage.cells()}}},
       {"words", words},
