@@ -109,6 +109,10 @@ int64_t prefill_case_bytes(const CaseSpec& spec, const TileGeometry& geometry, c
   add_plan(bytes, s, query_tiles);
   if (work.reference) add_exact_reference(bytes, s);
   if (work.emulator) add_emulator(bytes, s, query_tiles);
+  if (work.emulator && spec.numerics.smooth_k) {
+    bytes.add("the emulator's q . kbar and kbar (smooth_k)",
+              {{s.total_q() * s.hq + int64_t{s.batch()} * s.hk * s.d, "total_q x hq + batch x hk x d"}, {4, "bytes"}});
+  }
   if (work.exposure) {
     bytes.add("the exposure's keys per thread",
               {{threads(), "threads"}, {longest(s.cu_seqlens_k), "longest Lk"}, {s.d + 2, "d + 2"}, {8, "bytes"}});

@@ -51,6 +51,13 @@ TEST_CASE("the estimate of a prefill case covers its inputs, plan, reference and
   CHECK(prefill_case_bytes(spec, spec.routing.geometry, {true, true, false, 1}) > estimate);
   CHECK(prefill_case_bytes(spec, spec.routing.geometry, {false, true, false, 0}) < estimate);
   CHECK(prefill_case_bytes(spec, spec.routing.geometry, {true, false, false, 0}) < estimate);
+  // Key smoothing adds the emulator's q . kbar and kbar.
+  CaseSpec smoothed = spec;
+  smoothed.numerics.smooth_k = true;
+  CHECK(prefill_case_bytes(smoothed, spec.routing.geometry, {}) >=
+        estimate + static_cast<int64_t>(sizeof(float)) * (spec.shape.total_q() * spec.shape.hq));
+  CHECK(prefill_case_bytes(smoothed, spec.routing.geometry, {true, false, false, 0}) ==
+        prefill_case_bytes(spec, spec.routing.geometry, {true, false, false, 0}));
 }
 
 TEST_CASE("the estimate of a decode check covers its inputs and both caches", "[cases]") {
