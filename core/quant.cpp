@@ -20,20 +20,14 @@ std::vector<int64_t> scale_block_offsets(const std::vector<int64_t>& cu, int blk
   return off;
 }
 
-namespace {
-
-// Blockwise codes and scales of the values value(b, t, h, c) of a [total, heads, d] tensor
-// (t the token's index in the whole tensor, b its sequence): the FP16 inputs themselves, or the
-// smoothed keys.
-template <typename Value>
-QuantizedTensor quantize_values(size_t size, const std::vector<int64_t>& cu, int heads, int d, int blk,
-                                const Value& value) {
+QuantizedTensor quantize_blockwise(const std::vector<uint16_t>& x, const std::vector<int64_t>& cu, int heads,
+                                   int d, int blk) {
   QuantizedTensor out;
   out.heads = heads;
   out.d = d;
   out.blk = blk;
   out.block_offset = scale_block_offsets(cu, blk);
-  out.codes.assign(size, 0);
+  out.codes.assign(x.size(), 0);
   const int64_t nblocks = out.block_offset.back();
   out.scales.assign(static_cast<size_t>(nblocks) * heads, 0.0f);
   const int batch = static_cast<int>(cu.size()) - 1;
@@ -47,13 +41,14 @@ QuantizedTensor quantize_values(size_t size, const std::vector<int64_t>& cu, int
         const int64_t t1 = cu[b] + std::min<int64_t>(len, (blkidx + 1) * blk);
         float absmax = 0.0f;
         for (int64_t t = t0; t < t1; ++t) {
-          for (int c = 0; c < d; ++c) absmax = std::max(absmax, std::fabs(value(b, t, h, c)));
+          const uint16_t* row = &x[(static_cast<size_t>(t) * heads + h) * d];
+          for (int c = 0; c < d; ++c) absmax = std::max(absmax, std::fabs(half_to_float(row[c])));
         }
         const float scale = int8_scale(absmax);
         out.scales[static_cast<size_t>(out.block_offset[b] + blkidx) * heads + h] = scale;
         for (int64_t t = t0; t < t1; ++t) {
           const size_t base = (static_cast<size_t>(t) * heads + h) * d;
-          for (int c = 0; c < d; ++c) out.codes[base + c] = int8_code(value(b, t, h, c), scale);
+          for (int c = 0; c < d; ++c) out.codes[base + c] = int8_code(half_to_float(x[base + c]), scale);
         }
       }
     }
@@ -61,16 +56,11 @@ QuantizedTensor quantize_values(size_t size, const std::vector<int64_t>& cu, int
   return out;
 }
 
+namespace {
+
 size_t mean_index(int b, int h, int heads, int d, int c) { return (static_cast<size_t>(b) * heads + h) * d + c; }
 
 }  // namespace
-
-QuantizedTensor quantize_blockwise(const std::vector<uint16_t>& x, const std::vector<int64_t>& cu, int heads,
-                                   int d, int blk) {
-  return quantize_values(x.size(), cu, heads, d, blk, [&](int, int64_t t, int h, int c) {
-    return half_to_float(x[(static_cast<size_t>(t) * heads + h) * d + c]);
-  });
-}
 
 std::vector<float> key_means(const std::vector<uint16_t>& k, const std::vector<int64_t>& cu, int hk, int d) {
   const int batch = static_cast<int>(cu.size()) - 1;
@@ -97,11 +87,21 @@ std::vector<float> key_means(const std::vector<uint16_t>& k, const std::vector<i
   return kbar;
 }
 
-QuantizedTensor quantize_smoothed_keys(const std::vector<uint16_t>& k, const std::vector<int64_t>& cu, int hk, int d,
-                                       int blk, const std::vector<float>& kbar) {
-  return quantize_values(k.size(), cu, hk, d, blk, [&](int b, int64_t t, int h, int c) {
-    return smoothed_key(half_to_float(k[(static_cast<size_t>(t) * hk + h) * d + c]), kbar[mean_index(b, h, hk, d, c)]);
-  });
+std::vector<uint16_t> smoothed_keys(const std::vector<uint16_t>& k, const std::vector<int64_t>& cu, int hk, int d,
+                                    const std::vector<float>& kbar) {
+  const int batch = static_cast<int>(cu.size()) - 1;
+  std::vector<uint16_t> ks(k.size());
+  for (int b = 0; b < batch; ++b) {
+#pragma omp parallel for schedule(static)
+    for (int64_t t = cu[b]; t < cu[b + 1]; ++t) {
+      for (int h = 0; h < hk; ++h) {
+        const size_t row = (static_cast<size_t>(t) * hk + h) * d;
+        const float* mean = &kbar[mean_index(b, h, hk, d, 0)];
+        for (int c = 0; c < d; ++c) ks[row + c] = smoothed_key(half_to_float(k[row + c]), mean[c]);
+      }
+    }
+  }
+  return ks;
 }
 
 std::vector<float> query_key_means(const std::vector<uint16_t>& q, const std::vector<int64_t>& cu, int hq, int hk,
@@ -124,12 +124,11 @@ std::vector<float> query_key_means(const std::vector<uint16_t>& q, const std::ve
   return qkbar;
 }
 
-SmoothedKeys smooth_keys(const AttentionShape& shape, const std::vector<uint16_t>& q, const std::vector<uint16_t>& k,
-                         bool with_codes) {
+SmoothedKeys smooth_keys(const AttentionShape& shape, const std::vector<uint16_t>& q, const std::vector<uint16_t>& k) {
   SmoothedKeys out;
   out.kbar = key_means(k, shape.cu_seqlens_k, shape.hk, shape.d);
   out.qkbar = query_key_means(q, shape.cu_seqlens_q, shape.hq, shape.hk, shape.d, out.kbar);
-  if (with_codes) out.k8 = quantize_smoothed_keys(k, shape.cu_seqlens_k, shape.hk, shape.d, kBlockK, out.kbar);
+  out.ks = smoothed_keys(k, shape.cu_seqlens_k, shape.hk, shape.d, out.kbar);
   return out;
 }
 

@@ -50,7 +50,7 @@ struct Operands {
   std::vector<float> k_t;  // [hk, d, total_k]
   std::vector<float> v;    // [total_k, hk, d]
   // INT8 operands, present only when some tile is routed to INT8.
-  QuantizedTensor q8, k8;  // codes and scales of quantize_blockwise (K's of K - kbar with smooth_k)
+  QuantizedTensor q8, k8;  // codes and scales of quantize_blockwise
   std::vector<float> q8_codes;   // [total_q, hq, d]
   std::vector<float> k8_codes_t;  // [hk, d, total_k]
   std::vector<float> qkbar;       // smooth_k: q . kbar of every row [total_q, hq]; empty otherwise
@@ -153,12 +153,7 @@ class TileEmulator {
           // fp16 x fp16 products are exact in fp32; the sum is kept in double.
           for (int64_t j = 0; j < legal; ++j) acc[j] += static_cast<double>(qc * k[j]);
         }
-        if (ops_.qkbar.empty()) {
-          for (int64_t j = 0; j < legal; ++j) store(j, static_cast<float>(acc[j]), scale_log2_);
-        } else {
-          const float qkbar = ops_.qkbar[static_cast<size_t>(q_first + r) * hq + tile.h];
-          for (int64_t j = 0; j < legal; ++j) store(j, smoothed_fp16_score(static_cast<float>(acc[j]), qkbar), scale_log2_);
-        }
+        for (int64_t j = 0; j < legal; ++j) store(j, static_cast<float>(acc[j]), scale_log2_);
       }
       std::fill(s + legal, s + width, kNegInf);
       if (scale) std::fill(scale + legal, scale + width, 1.0f);
@@ -266,22 +261,21 @@ EmulatorResult emulate_attention(const AttentionShape& shape, const AttentionInp
   const int hq = shape.hq, hk = shape.hk, d = shape.d;
   const int64_t total_q = shape.total_q(), total_k = shape.total_k();
 
+  // smooth_k: both score paths read the smoothed keys in place of K.
+  SmoothedKeys smoothed;
+  if (options.numerics.smooth_k) smoothed = smooth_keys(shape, inputs.q, inputs.k);
+  const std::vector<uint16_t>& keys = options.numerics.smooth_k ? smoothed.ks : inputs.k;
   Operands ops;
   ops.q = half_to_float_array(inputs.q);
-  ops.k_t = transpose_keys(inputs.k, total_k, hk, d, [](uint16_t x) { return half_to_float(x); });
+  ops.k_t = transpose_keys(keys, total_k, hk, d, [](uint16_t x) { return half_to_float(x); });
   ops.v = half_to_float_array(inputs.v);
-  const bool any_int8 = std::any_of(plan.words.begin(), plan.words.end(), [](uint64_t w) { return w != 0; });
-  if (options.numerics.smooth_k) {
-    SmoothedKeys smoothed = smooth_keys(shape, inputs.q, inputs.k, any_int8);
-    ops.qkbar = std::move(smoothed.qkbar);
-    ops.k8 = std::move(smoothed.k8);
-  }
-  if (any_int8) {
+  if (std::any_of(plan.words.begin(), plan.words.end(), [](uint64_t w) { return w != 0; })) {
     ops.q8 = quantize_blockwise(inputs.q, shape.cu_seqlens_q, hq, d, kBlockQ);
-    if (!options.numerics.smooth_k) ops.k8 = quantize_blockwise(inputs.k, shape.cu_seqlens_k, hk, d, kBlockK);
+    ops.k8 = quantize_blockwise(keys, shape.cu_seqlens_k, hk, d, kBlockK);
     ops.q8_codes.assign(ops.q8.codes.begin(), ops.q8.codes.end());
     ops.k8_codes_t = transpose_keys(ops.k8.codes, total_k, hk, d, [](int8_t x) { return static_cast<float>(x); });
   }
+  ops.qkbar = std::move(smoothed.qkbar);
 
   EmulatorResult result;
   result.o.assign(static_cast<size_t>(total_q) * hq * d, 0);

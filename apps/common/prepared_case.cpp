@@ -110,6 +110,7 @@ int64_t prefill_case_bytes(const CaseSpec& spec, const TileGeometry& geometry, c
   if (work.reference) add_exact_reference(bytes, s);
   if (work.emulator) add_emulator(bytes, s, query_tiles);
   if (work.emulator && spec.numerics.smooth_k) {
+    bytes.add("the emulator's smoothed keys (smooth_k)", {{s.total_k(), "total_k"}, {s.hk, "hk"}, {s.d, "d"}, {2, "bytes"}});
     bytes.add("the emulator's q . kbar and kbar (smooth_k)",
               {{s.total_q() * s.hq + int64_t{s.batch()} * s.hk * s.d, "total_q x hq + batch x hk x d"}, {4, "bytes"}});
   }

@@ -51,11 +51,12 @@ TEST_CASE("the estimate of a prefill case covers its inputs, plan, reference and
   CHECK(prefill_case_bytes(spec, spec.routing.geometry, {true, true, false, 1}) > estimate);
   CHECK(prefill_case_bytes(spec, spec.routing.geometry, {false, true, false, 0}) < estimate);
   CHECK(prefill_case_bytes(spec, spec.routing.geometry, {true, false, false, 0}) < estimate);
-  // Key smoothing adds the emulator's q . kbar and kbar.
+  // Key smoothing adds the emulator's smoothed keys, q . kbar and kbar.
   CaseSpec smoothed = spec;
   smoothed.numerics.smooth_k = true;
   CHECK(prefill_case_bytes(smoothed, spec.routing.geometry, {}) >=
-        estimate + static_cast<int64_t>(sizeof(float)) * (spec.shape.total_q() * spec.shape.hq));
+        estimate + static_cast<int64_t>(sizeof(uint16_t)) * spec.shape.total_k() * spec.shape.hk * spec.shape.d +
+            static_cast<int64_t>(sizeof(float)) * (spec.shape.total_q() * spec.shape.hq));
   CHECK(prefill_case_bytes(smoothed, spec.routing.geometry, {true, false, false, 0}) ==
         prefill_case_bytes(spec, spec.routing.geometry, {true, false, false, 0}));
 }

@@ -144,54 +144,64 @@ TEST_CASE("key_means: per-block sums in token order, then the blocks in order, t
   CHECK(mean(2, 0, 0) == 0.0f);
 }
 
-TEST_CASE("quantize_smoothed_keys: the blockwise codes and scales of K - kbar", "[quant]") {
-  SECTION("hand-worked block") {
+TEST_CASE("smoothed_keys: fp16 of the fp32 difference from the sequence's mean, per KV head and channel",
+          "[quant]") {
+  SECTION("two roundings: the fp32 subtract, then RNE to FP16") {
+    // (1 + 2^-10) - (2^-11 - 2^-25) = 1 + 2^-11 + 2^-25 exactly. fp32 rounds it to 1 + 2^-11 (a
+    // quarter ulp off), an FP16 tie that goes to the even 1; rounding the exact difference once
+    // would give 1 + 2^-10.
+    CHECK(smoothed_key(1.0f + 0x1p-10f, 0x1p-11f - 0x1p-25f) == float_to_half(1.0f));
+    CHECK(smoothed_key(1.0f + 0x1p-10f, 0x1p-11f - 0x1p-23f) == float_to_half(1.0f + 0x1p-10f));  // past the tie
+    CHECK(smoothed_key(-3.0f, 0.25f) == float_to_half(-3.25f));
+    // Beyond the FP16 range the difference becomes infinite, as __float2half_rn makes it.
+    CHECK(smoothed_key(60000.0f, -10000.0f) == 0x7c00);
+  }
+  SECTION("hand-worked block: Ks and its blockwise codes") {
     // One sequence of 4 keys, 1 head, d = 2. Channel 0: 100, 102, 98, 100 (mean 100); channel 1:
-    // 1 on every key (mean 1). K - kbar: 0, 2, -2, 0 and zeros: absmax 2, scale 2 / 127, codes
+    // 1 on every key (mean 1). Ks: 0, 2, -2, 0 and zeros: absmax 2, scale 2 / 127, codes
     // 0, 127, -127, 0. Without smoothing the scale would be 102 / 127.
     const std::vector<float> k = {100, 1, 102, 1, 98, 1, 100, 1};
     const std::vector<int64_t> cu = {0, 4};
     const std::vector<float> kbar = key_means(to_half(k), cu, 1, 2);
     CHECK(kbar == std::vector<float>{100.0f, 1.0f});
-    const QuantizedTensor qt = quantize_smoothed_keys(to_half(k), cu, 1, 2, kBlockK, kbar);
+    const std::vector<uint16_t> ks = smoothed_keys(to_half(k), cu, 1, 2, kbar);
+    CHECK(ks == to_half({0, 0, 2, 0, -2, 0, 0, 0}));
+    const QuantizedTensor qt = quantize_blockwise(ks, cu, 1, 2, kBlockK);
     REQUIRE(qt.scales.size() == 1);
     CHECK(qt.scales[0] == 2.0f / 127.0f);
     CHECK(qt.codes == std::vector<int8_t>{0, 0, 127, 0, -127, 0, 0, 0});
     CHECK(quantize_blockwise(to_half(k), cu, 1, 2, kBlockK).scales[0] == 102.0f / 127.0f);
   }
-  SECTION("varlen with partial blocks: every block's scale and code from the smoothed values") {
-    // Sequences of 150 (64 + 64 + 22), 0 and 37 keys, 3 heads, d = 8, an offset on channel 5.
+  SECTION("varlen: every key against its own sequence's, head's and channel's mean") {
+    // Sequences of 150, 0 and 37 keys, 3 heads, d = 8, an offset of 20 on channel 5 and of 5 * h
+    // on channel 2 of head h that the second sequence does not have.
     const int hk = 3, d = 8;
     const std::vector<int64_t> cu = {0, 150, 150, 187};
     std::vector<float> k(187 * hk * d);
     for (size_t i = 0; i < k.size(); ++i) {
-      k[i] = std::sin(0.37f * static_cast<float>(i)) * 3.0f + (i % d == 5 ? 20.0f : 0.0f);
+      const int c = static_cast<int>(i % d), h = static_cast<int>(i / d % hk);
+      const bool first = i < static_cast<size_t>(150 * hk * d);
+      k[i] = std::sin(0.37f * static_cast<float>(i)) * 3.0f + (c == 5 ? 20.0f : 0.0f) +
+             (c == 2 && first ? 5.0f * static_cast<float>(h) : 0.0f);
     }
     const std::vector<uint16_t> k16 = to_half(k);
     const std::vector<float> kbar = key_means(k16, cu, hk, d);
-    const QuantizedTensor qt = quantize_smoothed_keys(k16, cu, hk, d, kBlockK, kbar);
-    CHECK(qt.block_offset == std::vector<int64_t>{0, 3, 3, 4});
+    const std::vector<uint16_t> ks = smoothed_keys(k16, cu, hk, d, kbar);
+    REQUIRE(ks.size() == k16.size());
     for (int b : {0, 2}) {
-      for (int64_t first = cu[b]; first < cu[b + 1]; first += kBlockK) {
-        const int64_t last = std::min(cu[b + 1], first + kBlockK);
+      for (int64_t t = cu[b]; t < cu[b + 1]; ++t) {
         for (int h = 0; h < hk; ++h) {
-          const auto smoothed = [&](int64_t t, int c) {
-            return smoothed_key(half_to_float(k16[(t * hk + h) * d + c]), kbar[(b * hk + h) * d + c]);
-          };
-          float absmax = 0.0f;
-          for (int64_t t = first; t < last; ++t) {
-            for (int c = 0; c < d; ++c) absmax = std::max(absmax, std::fabs(smoothed(t, c)));
-          }
-          const float scale = qt.scale(b, first - cu[b], h);
-          INFO("sequence " << b << " block at " << first << " head " << h);
-          CHECK(scale == absmax / 127.0f);
-          CHECK(scale < 7.0f / 127.0f);  // the offset of 20 is gone
-          for (int64_t t = first; t < last; ++t) {
-            for (int c = 0; c < d; ++c) CHECK(qt.codes[(t * hk + h) * d + c] == int8_code(smoothed(t, c), scale));
+          for (int c = 0; c < d; ++c) {
+            const size_t i = (t * hk + h) * d + c;
+            INFO("sequence " << b << " token " << t << " head " << h << " channel " << c);
+            CHECK(ks[i] == float_to_half(half_to_float(k16[i]) - kbar[(b * hk + h) * d + c]));
           }
         }
       }
     }
+    // The offsets are gone from every K block's scale.
+    const QuantizedTensor qt = quantize_blockwise(ks, cu, hk, d, kBlockK);
+    for (float scale : qt.scales) CHECK(scale < 7.0f / 127.0f);
   }
 }
 
@@ -231,7 +241,7 @@ TEST_CASE("query_key_means: an fmaf chain over the channels in order, against th
   CHECK(qkbar[2 * hq + 3] == 0.0f);
 }
 
-TEST_CASE("smooth_keys: the means, q . kbar, and the codes only when asked for", "[quant]") {
+TEST_CASE("smooth_keys: the means, q . kbar and Ks of an attention call", "[quant]") {
   AttentionShape s;
   s.hq = 4;
   s.hk = 2;
@@ -243,16 +253,10 @@ TEST_CASE("smooth_keys: the means, q . kbar, and the codes only when asked for",
   for (size_t i = 0; i < q.size(); ++i) q[i] = std::cos(0.11f * static_cast<float>(i));
   for (size_t i = 0; i < k.size(); ++i) k[i] = std::sin(0.23f * static_cast<float>(i)) + 2.0f;
   const std::vector<uint16_t> q16 = to_half(q), k16 = to_half(k);
-  const SmoothedKeys without = smooth_keys(s, q16, k16, false);
-  const SmoothedKeys with = smooth_keys(s, q16, k16, true);
+  const SmoothedKeys got = smooth_keys(s, q16, k16);
   const std::vector<float> kbar = key_means(k16, s.cu_seqlens_k, s.hk, s.d);
-  CHECK(without.kbar == kbar);
-  CHECK(without.qkbar == query_key_means(q16, s.cu_seqlens_q, s.hq, s.hk, s.d, kbar));
-  CHECK(without.k8.codes.empty());
-  CHECK(with.kbar == kbar);
-  CHECK(with.qkbar == without.qkbar);
-  const QuantizedTensor k8 = quantize_smoothed_keys(k16, s.cu_seqlens_k, s.hk, s.d, kBlockK, kbar);
-  CHECK(with.k8.codes == k8.codes);
-  CHECK(with.k8.scales == k8.scales);
-  CHECK(with.k8.block_offset == k8.block_offset);
+  CHECK(got.kbar == kbar);
+  CHECK(got.qkbar == query_key_means(q16, s.cu_seqlens_q, s.hq, s.hk, s.d, kbar));
+  CHECK(got.ks == smoothed_keys(k16, s.cu_seqlens_k, s.hk, s.d, kbar));
+  CHECK(got.ks != k16);
 }
