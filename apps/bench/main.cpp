@@ -19,7 +19,6 @@
 #include "apps/bench/plan_command.hpp"
 #include "apps/common/app_main.hpp"
 #include "apps/common/device_choice.hpp"
-#include "apps/common/gpu_problem.hpp"
 #include "apps/common/sweep_shard.hpp"
 #include "core/config/experiment.hpp"
 #include "core/error.hpp"
@@ -202,7 +201,6 @@ int main(int argc, char** argv) {
     if (!timeline_dir.empty() && !(decode && where.gpu)) {
       throw InputError("--timeline", "records the GPU decode kernels: use it with decode cases on a GPU");
     }
-    if (where.gpu) app::require_gpu_support(config);
     ResultTable table;
     if (model) {
       if (deviation || reference) throw InputError("--deviation/--reference", "are prefill options");

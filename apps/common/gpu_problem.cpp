@@ -2,21 +2,9 @@
 
 #include <algorithm>
 
-#include "core/error.hpp"
 #include "core/quant.hpp"
 
 namespace tilemix::app {
-
-void require_gpu_support(const ExperimentConfig& config) {
-  const std::string why = "the GPU kernels do not support smooth_k yet (key smoothing runs on the CPU emulator: "
-                          "--device cpu)";
-  for (const CaseSpec& spec : config.cases) {
-    if (spec.numerics.smooth_k) throw InputError(spec.where + ".smooth_k", why);
-    if (spec.compare_with && spec.compare_with->numerics.smooth_k) {
-      throw InputError(spec.where + ".compare_with.smooth_k", why);
-    }
-  }
-}
 
 GpuProblem::GpuProblem(const AttentionShape& shape, const AttentionInputs& inputs)
     : shape_(shape),
@@ -42,6 +30,7 @@ GpuProblem::GpuProblem(const AttentionShape& shape, const AttentionInputs& input
   kbar_ = gpu::DeviceBuffer(static_cast<size_t>(shape.batch()) * channels * sizeof(float));
   qkbar_ = gpu::DeviceBuffer(static_cast<size_t>(shape.total_q()) * shape.hq * sizeof(float));
   kbar_partial_ = gpu::DeviceBuffer(static_cast<size_t>(k_blocks_) * channels * sizeof(float));
+  k_smoothed_ = gpu::DeviceBuffer(inputs.k.size() * sizeof(uint16_t));
 }
 
 gpu::PrefillParams GpuProblem::params(const Numerics& numerics) {
@@ -74,6 +63,7 @@ gpu::PrefillParams GpuProblem::params(const Numerics& numerics) {
   p.kbar = kbar_.as<float>();
   p.qkbar = qkbar_.as<float>();
   p.kbar_partial = kbar_partial_.as<float>();
+  p.k_smoothed = k_smoothed_.data();
   p.numerics = numerics;
   return p;
 }
@@ -113,7 +103,9 @@ void GpuProblem::launch_flash(const Numerics& numerics) { gpu::flash_fp16_prefil
 void GpuProblem::poison_outputs() {
   o_.poison();
   lse_.poison();
-  for (gpu::DeviceBuffer* b : {&q8_, &k8_, &q_scale_, &k_scale_, &kbar_, &qkbar_, &kbar_partial_}) b->poison();
+  for (gpu::DeviceBuffer* b : {&q8_, &k8_, &q_scale_, &k_scale_, &kbar_, &qkbar_, &kbar_partial_, &k_smoothed_}) {
+    b->poison();
+  }
 }
 
 KernelOutput GpuProblem::tilemix(const RoutingPlan& plan, const std::vector<uint64_t>& words,
@@ -142,7 +134,7 @@ int64_t GpuProblem::resident_bytes(bool tilemix, const Numerics& numerics, gpu::
     add({&q8_, &k8_, &q_scale_, &k_scale_, &q_block_offset_, &k_block_offset_});
   }
   if (numerics.smooth_k) {
-    add({&kbar_, &qkbar_, &kbar_partial_});
+    add({&k_smoothed_, &kbar_, &qkbar_, &kbar_partial_});
     // smooth_keys reads the K block offsets in either mode.
     if (!(numerics.mode == QuantMode::quantize_once && any_int8_)) add({&k_block_offset_});
   }
@@ -165,6 +157,7 @@ QuantOutput GpuProblem::quantize(bool smooth_k) {
   if (smooth_k) {
     out.kbar = gpu::to_host<float>(kbar_, kbar_.bytes() / sizeof(float));
     out.qkbar = gpu::to_host<float>(qkbar_, qkbar_.bytes() / sizeof(float));
+    out.ks = gpu::to_host<uint16_t>(k_smoothed_, k_smoothed_.bytes() / sizeof(uint16_t));
   }
   return out;
 }

@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/config/experiment.hpp"
 #include "core/inputs/inputs.hpp"
 #include "core/problem.hpp"
 #include "core/routing/plan.hpp"
@@ -19,9 +18,11 @@ struct KernelOutput {
 };
 
 struct QuantOutput {
-  std::vector<int8_t> q8, k8;  // with smooth_k, k8 and k_scale are those of K - kbar
+  std::vector<int8_t> q8, k8;  // with smooth_k, k8 and k_scale are those of Ks
   std::vector<float> q_scale, k_scale;
-  std::vector<float> kbar, qkbar;  // smooth_k only: [batch, hk, d], [total_q, hq]
+  // smooth_k only: [batch, hk, d], [total_q, hq], and Ks (FP16 bits [total_k, hk, d]).
+  std::vector<float> kbar, qkbar;
+  std::vector<uint16_t> ks;
 };
 
 class GpuProblem {
@@ -29,8 +30,8 @@ class GpuProblem {
   GpuProblem(const AttentionShape& shape, const AttentionInputs& inputs);
 
   // The routed kernel with the plan's tiling and `words` (normally plan.words). quantize_once runs
-  // quantize_qk first when some word routes a group to INT8, as a caller must. Outputs are
-  // poisoned before the launch and fetched after it.
+  // quantize_qk first when some word routes a group to INT8, as a caller must, and smooth_k
+  // smooth_keys before both. Outputs are poisoned before the launch and fetched after it.
   KernelOutput tilemix(const RoutingPlan& plan, const std::vector<uint64_t>& words, const Numerics& numerics);
   KernelOutput tilemix(const RoutingPlan& plan, const Numerics& numerics) {
     return tilemix(plan, plan.words, numerics);
@@ -48,8 +49,8 @@ class GpuProblem {
   KernelOutput fetch();
 
   // Bytes resident in device memory for one call: inputs, outputs, and for tilemix the routing
-  // metadata plus (quantize_once with an INT8 tile) the Q8/K8 codes and scales and (smooth_k) kbar,
-  // its block sums and qkbar; as allocated or as the driver measured the allocations.
+  // metadata plus (quantize_once with an INT8 tile) the Q8/K8 codes and scales and (smooth_k) Ks,
+  // kbar, its block sums and qkbar; as allocated or as the driver measured the allocations.
   int64_t resident_bytes(bool tilemix, const Numerics& numerics,
                          gpu::MemoryCount how = gpu::MemoryCount::allocated) const;
 
@@ -65,17 +66,13 @@ class GpuProblem {
   int64_t max_seqlen_q_ = 0;
   gpu::DeviceBuffer q_, k_, v_, cu_q_, cu_k_, o_, lse_;
   gpu::DeviceBuffer q8_, k8_, q_scale_, k_scale_, q_block_offset_, k_block_offset_;
-  gpu::DeviceBuffer kbar_, qkbar_, kbar_partial_;
+  gpu::DeviceBuffer kbar_, qkbar_, kbar_partial_, k_smoothed_;
   gpu::DeviceBuffer words_, tile_offset_, group_;
   int64_t q_blocks_ = 0, k_blocks_ = 0;
   int64_t total_query_tiles_ = 0;
   bool any_int8_ = false;
   bool even_route_groups_ = false;  // PrefillParams::even_route_groups of the routing set
 };
-
-// What the GPU kernels do not run yet, decided here for both apps before any case runs: key
-// smoothing (smooth_k, of a case or of its compare_with) is an InputError naming the key.
-void require_gpu_support(const ExperimentConfig& config);
 
 // FP16 bits as an ordered integer line: the distance of two values in units in the last place.
 inline int half_ulp_distance(uint16_t a, uint16_t b) {

@@ -41,13 +41,6 @@ __device__ __forceinline__ float absmax8(const uint4& chunk, float m) {
   return fmaxf(m, fmaxf(f.x, f.y));
 }
 
-// max|x| over 8 fp32 values (smoothed keys), NaNs ignored as above.
-__device__ __forceinline__ float absmax8(const float (&x)[8], float m) {
-#pragma unroll
-  for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(x[i]));
-  return m;
-}
-
 // Codes of one block without a division per element. y = x * rn(1/scale) lies within 2^-16 of
 // the exact quotient (|x / scale| <= 127, two roundings of relative 2^-24), and the correctly
 // rounded quotient within 2^-17 of it; so unless y is within 2^-14 of a half-integer, y and
@@ -69,12 +62,6 @@ class Int8Encoder {
       x[2 * i] = f.x;
       x[2 * i + 1] = f.y;
     }
-    return encode8(x);
-  }
-
-  // Codes of 8 fp32 values (FP16 inputs converted, or smoothed keys), packed the same way. The
-  // bound above holds for any x of the block, whose |x| is at most the absmax of the scale.
-  __device__ __forceinline__ uint2 encode8(const float (&x)[8]) const {
     // Adding 1.5 * 2^23 rounds |y| < 2^22 to an integer, ties to even; the integer's two's
     // complement then sits in the low mantissa bits.
     constexpr float kRound = 12582912.0f;

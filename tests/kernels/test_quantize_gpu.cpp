@@ -1,5 +1,5 @@
 // quantize_qk against quantize_blockwise, and with smooth_k smooth_keys + quantize_qk against
-// smooth_keys on the CPU: kbar, qkbar, codes and scales bit for bit.
+// smooth_keys and quantize_blockwise of Ks on the CPU: kbar, qkbar, Ks, codes and scales bit for bit.
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
@@ -46,7 +46,7 @@ TEST_CASE("quantize_qk is bit-identical with quantize_blockwise", "[gpu][quant]"
   }
 }
 
-TEST_CASE("smooth_keys and quantize_qk with smooth_k are bit-identical with smooth_keys on the CPU",
+TEST_CASE("smooth_keys and quantize_qk with smooth_k are bit-identical with the CPU's Ks and its codes",
           "[gpu][quant]") {
   // Fresh lengths and inputs every run (printed on failure): varlen with partial K blocks, an
   // empty and a length-1 sequence, GQA 1, 3 and 8, keys with and without channel offsets.
@@ -77,12 +77,14 @@ TEST_CASE("smooth_keys and quantize_qk with smooth_k are bit-identical with smoo
       const AttentionInputs in = make_inputs(s, spec);
       GpuProblem gpu(s, in);
       const QuantOutput got = gpu.quantize(true);
-      const SmoothedKeys want = smooth_keys(s, in.q, in.k, true);
+      const SmoothedKeys want = smooth_keys(s, in.q, in.k);
       const QuantizedTensor q = quantize_blockwise(in.q, s.cu_seqlens_q, s.hq, d, kBlockQ);
+      const QuantizedTensor k = quantize_blockwise(want.ks, s.cu_seqlens_k, s.hk, d, kBlockK);
       CHECK(same_bits(got.kbar, want.kbar));
       CHECK(same_bits(got.qkbar, want.qkbar));
-      CHECK(got.k8 == want.k8.codes);
-      CHECK(same_bits(got.k_scale, want.k8.scales));
+      CHECK(got.ks == want.ks);
+      CHECK(got.k8 == k.codes);
+      CHECK(same_bits(got.k_scale, k.scales));
       // Q is quantized as without smoothing.
       CHECK(got.q8 == q.codes);
       CHECK(same_bits(got.q_scale, q.scales));
