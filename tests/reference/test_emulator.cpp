@@ -588,7 +588,7 @@ TEST_CASE("emulator: smooth_k with every tile FP16 stays within the FP16 roundin
 }
 
 TEST_CASE("emulator: smooth_k removes the key offsets' INT8 error", "[emulator]") {
-  // The offsets inflate every K block's absmax; K - kbar has the scales of keys without them.
+  // The offsets inflate every K block's absmax; Ks has the scales of keys without them.
   // The sink key (position 0, sink_scale 6 by default) keeps its block's wide scale whether or
   // not the keys are smoothed, and at this short length it holds much of the attention: at 1 it
   // leaves the offsets the largest INT8 error, as at long lengths where the sink's share is small.
