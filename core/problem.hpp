@@ -15,6 +15,10 @@ struct Numerics {
   StatePrecision state = StatePrecision::fp32;
   AccumPrecision accum = AccumPrecision::fp32;
   QuantMode mode = QuantMode::quantize_once;
+  // Key smoothing (SPEC 5, tilemix only): both score paths read the smoothed keys
+  // Ks = fp16(k - kbar) in place of K, the LSE adds q . kbar back (core/quant.hpp states the
+  // operations).
+  bool smooth_k = false;
 };
 
 const char* to_string(StatePrecision p);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 
 #include "core/fp16.hpp"
 #include "core/quant.hpp"
@@ -52,6 +53,7 @@ struct Operands {
   QuantizedTensor q8, k8;  // codes and scales of quantize_blockwise
   std::vector<float> q8_codes;   // [total_q, hq, d]
   std::vector<float> k8_codes_t;  // [hk, d, total_k]
+  std::vector<float> qkbar;       // smooth_k: q . kbar of every row [total_q, hq]; empty otherwise
 };
 
 struct QueryTile {
@@ -230,6 +232,9 @@ class TileEmulator {
       const float* acc = &st.acc[static_cast<size_t>(r) * d];
       for (int c = 0; c < d; ++c) o[c] = float_to_half(acc[c] / l);
       lse = (st.row_max[r] + std::log2(l)) * kLn2;
+      if (!ops_.qkbar.empty()) {
+        lse = unsmoothed_lse(lse, ops_.qkbar[static_cast<size_t>(q_first + r) * hq + tile.h], shape_.softmax_scale);
+      }
     }
   }
 
@@ -256,16 +261,21 @@ EmulatorResult emulate_attention(const AttentionShape& shape, const AttentionInp
   const int hq = shape.hq, hk = shape.hk, d = shape.d;
   const int64_t total_q = shape.total_q(), total_k = shape.total_k();
 
+  // smooth_k: both score paths read the smoothed keys in place of K.
+  SmoothedKeys smoothed;
+  if (options.numerics.smooth_k) smoothed = smooth_keys(shape, inputs.q, inputs.k);
+  const std::vector<uint16_t>& keys = options.numerics.smooth_k ? smoothed.ks : inputs.k;
   Operands ops;
   ops.q = half_to_float_array(inputs.q);
-  ops.k_t = transpose_keys(inputs.k, total_k, hk, d, [](uint16_t x) { return half_to_float(x); });
+  ops.k_t = transpose_keys(keys, total_k, hk, d, [](uint16_t x) { return half_to_float(x); });
   ops.v = half_to_float_array(inputs.v);
   if (std::any_of(plan.words.begin(), plan.words.end(), [](uint64_t w) { return w != 0; })) {
     ops.q8 = quantize_blockwise(inputs.q, shape.cu_seqlens_q, hq, d, kBlockQ);
-    ops.k8 = quantize_blockwise(inputs.k, shape.cu_seqlens_k, hk, d, kBlockK);
+    ops.k8 = quantize_blockwise(keys, shape.cu_seqlens_k, hk, d, kBlockK);
     ops.q8_codes.assign(ops.q8.codes.begin(), ops.q8.codes.end());
     ops.k8_codes_t = transpose_keys(ops.k8.codes, total_k, hk, d, [](int8_t x) { return static_cast<float>(x); });
   }
+  ops.qkbar = std::move(smoothed.qkbar);
 
   EmulatorResult result;
   result.o.assign(static_cast<size_t>(total_q) * hq * d, 0);

@@ -9,6 +9,8 @@
 //          products exact, summed in double in ascending channel order, rounded once to fp32
 //   INT8:  s = fp32(sum_k q8*k8) * ((scale_q * scale_log2) * scale_k)   (int32 sum, exact)
 //          scale_q of the row's BLKQ block and query head, scale_k of the key's BLKK block and KV head
+//   smooth_k (Numerics): both paths read the smoothed keys Ks in place of K (the INT8 path the
+//          codes and scales of Ks), core/quant.hpp smooth_keys
 //   illegal (causal / bounds) elements: -inf
 //   m_new  = max(m, rowmax(s))            [fp16 state: rounded to fp16]
 //   p      = exp2(s - m_new), alpha = exp2(m - m_new)   (m_new = -inf uses 0)
@@ -18,6 +20,7 @@
 //                                          16-key chunk; fp16 state: O rounded after the tile]
 //          fp32 adds into O, keys ascending within the tile, channel by channel
 // Final: o = fp16(O / l); lse = (m + log2 l) * ln 2 in fp32; a row with l == 0 gives o = 0, lse = -inf.
+//   smooth_k: lse += fp32(qkbar[row] * softmax_scale) for rows with l > 0.
 // Both quantization modes use the same codes and scales, so they give bit-identical results.
 #include <cstdint>
 #include <vector>
@@ -48,7 +51,8 @@ struct EmulatorResult {
   std::vector<float> lse;   // [hq, total_q]
 };
 
-// Uses the plan's geometry and words; quantizes Q/K with quantize_blockwise (both modes share it).
+// Uses the plan's geometry and words; quantizes Q/K (Ks with smooth_k) with quantize_blockwise
+// (both modes share it).
 // `shape` must be validated and `plan` built for it. Uses every OpenMP thread.
 EmulatorResult emulate_attention(const AttentionShape& shape, const AttentionInputs& inputs, const RoutingPlan& plan,
                                  const EmulatorOptions& options);

@@ -33,7 +33,7 @@ std::string inputs_key(const CaseSpec& spec) {
   const InputSpec& in = spec.input;
   return nlohmann::json{s.hq, s.hk, s.d, s.causal, s.softmax_scale, s.cu_seqlens_q, s.cu_seqlens_k,
                         static_cast<int>(in.kind), in.seed, in.stddev, in.outlier_channels, in.outlier_scale,
-                        in.sink_scale, in.local_bias, in.q_path, in.k_path, in.v_path}
+                        in.sink_scale, in.local_bias, in.k_channel_bias, in.q_path, in.k_path, in.v_path}
       .dump();
 }
 
@@ -63,7 +63,7 @@ std::string comparison_key(const CaseSpec& spec, const Comparison& c) {
   const RoutingRequest r = compared_routing(spec, c);
   return nlohmann::json{to_string(c.method), to_string(r.layout), r.ratio, r.seed, r.group.value_or(0),
                         r.geometry.block_m, r.geometry.block_n, to_string(c.numerics.state),
-                        to_string(c.numerics.accum), to_string(c.numerics.mode)}
+                        to_string(c.numerics.accum), to_string(c.numerics.mode), c.numerics.smooth_k}
       .dump();
 }
 

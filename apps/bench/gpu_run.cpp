@@ -45,7 +45,8 @@ std::string comparison_key(const Comparison& c) {
   nlohmann::json key{to_string(c.method), to_string(c.numerics.state), to_string(c.numerics.accum)};
   if (c.method == Method::tilemix) {
     const RoutingRequest& r = c.routing;
-    key.insert(key.end(), {to_string(r.layout), r.ratio, r.seed, r.group.value_or(0), to_string(c.numerics.mode)});
+    key.insert(key.end(), {to_string(r.layout), r.ratio, r.seed, r.group.value_or(0), to_string(c.numerics.mode),
+                           c.numerics.smooth_k});
   }
   return key.dump();
 }

@@ -66,7 +66,8 @@ void check_prefill_case(const CaseSpec& spec, const DeviceChoice& device, const 
                             shape_summary(spec.shape),
                             to_string(spec.numerics.state),
                             to_string(spec.numerics.accum),
-                            to_string(spec.numerics.mode)};
+                            to_string(spec.numerics.mode),
+                            spec.numerics.smooth_k};
   add_check_row(table, checked, "emulator~reference", deviation(emu_o, ref.o),
                 require_tolerance(spec, spec.tolerance.emulator_vs_reference, "emulator_vs_reference"), ok);
   if (device.gpu) {

@@ -35,7 +35,8 @@ void add_decode_row(ResultTable& table, const CaseSpec& spec, const DecodeCheck&
                             decode_shape_summary(check.prepared.shape, check.splits, check.sm_count),
                             "fp32",
                             "fp32",
-                            std::string("decode-") + to_string(spec.decode->cache)};
+                            std::string("decode-") + to_string(spec.decode->cache),
+                            std::nullopt};
   add_check_row(table, checked, compare, dev, tol, ok);
 }
 

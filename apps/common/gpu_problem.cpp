@@ -28,6 +28,11 @@ GpuProblem::GpuProblem(const AttentionShape& shape, const AttentionInputs& input
   k8_ = gpu::DeviceBuffer(inputs.k.size());
   q_scale_ = gpu::DeviceBuffer(static_cast<size_t>(q_blocks_) * shape.hq * sizeof(float));
   k_scale_ = gpu::DeviceBuffer(static_cast<size_t>(k_blocks_) * shape.hk * sizeof(float));
+  const size_t channels = static_cast<size_t>(shape.hk) * shape.d;
+  kbar_ = gpu::DeviceBuffer(static_cast<size_t>(shape.batch()) * channels * sizeof(float));
+  qkbar_ = gpu::DeviceBuffer(static_cast<size_t>(shape.total_q()) * shape.hq * sizeof(float));
+  kbar_partial_ = gpu::DeviceBuffer(static_cast<size_t>(k_blocks_) * channels * sizeof(float));
+  k_smoothed_ = gpu::DeviceBuffer(inputs.k.size() * sizeof(uint16_t));
 }
 
 gpu::PrefillParams GpuProblem::params(const Numerics& numerics) {
@@ -57,6 +62,10 @@ gpu::PrefillParams GpuProblem::params(const Numerics& numerics) {
   p.k_block_offset = k_block_offset_.as<const int64_t>();
   p.q_blocks = q_blocks_;
   p.k_blocks = k_blocks_;
+  p.kbar = kbar_.as<float>();
+  p.qkbar = qkbar_.as<float>();
+  p.kbar_partial = kbar_partial_.as<float>();
+  p.k_smoothed = k_smoothed_.data();
   p.numerics = numerics;
   return p;
 }
@@ -100,6 +109,7 @@ void GpuProblem::launch_tilemix(const Numerics& numerics) {
   p.total_query_tiles = total_query_tiles_;
   p.uniform_steps = uniform_steps_;
   launch_routing();
+  if (numerics.smooth_k) gpu::smooth_keys(p, nullptr);
   if (numerics.mode == QuantMode::quantize_once && any_int8_) gpu::quantize_qk(p, nullptr);
   gpu::tilemix_prefill(p, nullptr);
 }
@@ -109,7 +119,9 @@ void GpuProblem::launch_flash(const Numerics& numerics) { gpu::flash_fp16_prefil
 void GpuProblem::poison_outputs() {
   o_.poison();
   lse_.poison();
-  for (gpu::DeviceBuffer* b : {&q8_, &k8_, &q_scale_, &k_scale_}) b->poison();
+  for (gpu::DeviceBuffer* b : {&q8_, &k8_, &q_scale_, &k_scale_, &kbar_, &qkbar_, &kbar_partial_, &k_smoothed_}) {
+    b->poison();
+  }
 }
 
 KernelOutput GpuProblem::tilemix(const RoutingPlan& plan, const std::vector<uint64_t>& words,
@@ -137,18 +149,32 @@ int64_t GpuProblem::resident_bytes(bool tilemix, const Numerics& numerics, gpu::
   if (numerics.mode == QuantMode::quantize_once && any_int8_) {
     add({&q8_, &k8_, &q_scale_, &k_scale_, &q_block_offset_, &k_block_offset_});
   }
+  if (numerics.smooth_k) {
+    add({&k_smoothed_, &kbar_, &qkbar_, &kbar_partial_});
+    // smooth_keys reads the K block offsets in either mode.
+    if (!(numerics.mode == QuantMode::quantize_once && any_int8_)) add({&k_block_offset_});
+  }
   return bytes;
 }
 
-QuantOutput GpuProblem::quantize() {
-  for (gpu::DeviceBuffer* b : {&q8_, &k8_, &q_scale_, &k_scale_}) b->poison();
-  gpu::quantize_qk(params(Numerics{}), nullptr);
+QuantOutput GpuProblem::quantize(bool smooth_k) {
+  poison_outputs();
+  Numerics numerics;
+  numerics.smooth_k = smooth_k;
+  const gpu::PrefillParams p = params(numerics);
+  if (smooth_k) gpu::smooth_keys(p, nullptr);
+  gpu::quantize_qk(p, nullptr);
   gpu::device_synchronize("quantize_qk run");
   QuantOutput out;
   out.q8 = gpu::to_host<int8_t>(q8_, q8_.bytes());
   out.k8 = gpu::to_host<int8_t>(k8_, k8_.bytes());
   out.q_scale = gpu::to_host<float>(q_scale_, q_scale_.bytes() / sizeof(float));
   out.k_scale = gpu::to_host<float>(k_scale_, k_scale_.bytes() / sizeof(float));
+  if (smooth_k) {
+    out.kbar = gpu::to_host<float>(kbar_, kbar_.bytes() / sizeof(float));
+    out.qkbar = gpu::to_host<float>(qkbar_, qkbar_.bytes() / sizeof(float));
+    out.ks = gpu::to_host<uint16_t>(k_smoothed_, k_smoothed_.bytes() / sizeof(uint16_t));
+  }
   return out;
 }
 

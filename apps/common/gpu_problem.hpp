@@ -20,8 +20,11 @@ struct KernelOutput {
 };
 
 struct QuantOutput {
-  std::vector<int8_t> q8, k8;
+  std::vector<int8_t> q8, k8;  // with smooth_k, k8 and k_scale are those of Ks
   std::vector<float> q_scale, k_scale;
+  // smooth_k only: [batch, hk, d], [total_q, hq], and Ks (FP16 bits [total_k, hk, d]).
+  std::vector<float> kbar, qkbar;
+  std::vector<uint16_t> ks;
 };
 
 // Layout adaptive as the GPU builds it: the words and the values of each step
@@ -36,23 +39,24 @@ class GpuProblem {
   GpuProblem(const AttentionShape& shape, const AttentionInputs& inputs);
 
   // The routed kernel with the plan's tiling and `words` (normally plan.words). quantize_once runs
-  // quantize_qk first when some word routes a group to INT8, as a caller must. Outputs are
-  // poisoned before the launch and fetched after it.
+  // quantize_qk first when some word routes a group to INT8, as a caller must, and smooth_k
+  // smooth_keys before both. Outputs are poisoned before the launch and fetched after it.
   KernelOutput tilemix(const RoutingPlan& plan, const std::vector<uint64_t>& words, const Numerics& numerics);
   KernelOutput tilemix(const RoutingPlan& plan, const Numerics& numerics) {
     return tilemix(plan, plan.words, numerics);
   }
   KernelOutput flash(const Numerics& numerics);
-  QuantOutput quantize();
+  // The quantization pass alone (smooth_keys first with smooth_k), outputs poisoned before it.
+  QuantOutput quantize(bool smooth_k = false);
   // gpu::adaptive_words on the problem's Q and K for the tiling and ratio of `plan`, downloaded;
   // scratch and words are poisoned first, so a value no thread wrote shows.
   AdaptiveOutput adaptive_routing(const RoutingPlan& plan);
 
   // For timing: upload the routing once, then enqueue launches (no poison, no synchronisation).
-  // launch_tilemix includes the quantization pass, as every reported time does, and for a layout
-  // that routes from the data (adaptive) the words built on the GPU (launch_routing), which then
-  // replace `words`; the kernel's instance is then chosen without reading the words (one score
-  // product per step only where every g is even).
+  // launch_tilemix includes the quantization pass (and smooth_keys with smooth_k), as every
+  // reported time does, and for a layout that routes from the data (adaptive) the words built on
+  // the GPU from Q and K (launch_routing), which then replace `words`; the kernel's instance is
+  // then chosen without reading the words (one score product per step only where every g is even).
   void set_routing(const RoutingPlan& plan, const std::vector<uint64_t>& words);
   bool routes_on_gpu() const { return adaptive_ != nullptr; }
   void launch_routing();
@@ -61,8 +65,8 @@ class GpuProblem {
   KernelOutput fetch();
 
   // Bytes resident in device memory for one call: inputs, outputs, and for tilemix the routing
-  // metadata plus (quantize_once with an INT8 tile) the Q8/K8 codes and scales; as allocated or
-  // as the driver measured the allocations.
+  // metadata plus (quantize_once with an INT8 tile) the Q8/K8 codes and scales and (smooth_k) Ks,
+  // kbar, its block sums and qkbar; as allocated or as the driver measured the allocations.
   int64_t resident_bytes(bool tilemix, const Numerics& numerics,
                          gpu::MemoryCount how = gpu::MemoryCount::allocated) const;
 
@@ -87,6 +91,7 @@ class GpuProblem {
   int64_t max_seqlen_q_ = 0;
   gpu::DeviceBuffer q_, k_, v_, cu_q_, cu_k_, o_, lse_;
   gpu::DeviceBuffer q8_, k8_, q_scale_, k_scale_, q_block_offset_, k_block_offset_;
+  gpu::DeviceBuffer kbar_, qkbar_, kbar_partial_, k_smoothed_;
   gpu::DeviceBuffer words_, tile_offset_, group_;
   int64_t q_blocks_ = 0, k_blocks_ = 0;
   int64_t total_query_tiles_ = 0;

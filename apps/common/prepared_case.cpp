@@ -122,6 +122,11 @@ int64_t prefill_case_bytes(const CaseSpec& spec, const TileGeometry& geometry, c
   if (routes_from_data(spec.routing.layout) || compared_adaptive) add_adaptive_routing(bytes, s, query_tiles);
   if (work.reference) add_exact_reference(bytes, s);
   if (work.emulator) add_emulator(bytes, s, query_tiles);
+  if (work.emulator && spec.numerics.smooth_k) {
+    bytes.add("the emulator's smoothed keys (smooth_k)", {{s.total_k(), "total_k"}, {s.hk, "hk"}, {s.d, "d"}, {2, "bytes"}});
+    bytes.add("the emulator's q . kbar and kbar (smooth_k)",
+              {{s.total_q() * s.hq + int64_t{s.batch()} * s.hk * s.d, "total_q x hq + batch x hk x d"}, {4, "bytes"}});
+  }
   if (work.exposure) {
     bytes.add("the exposure's keys per thread",
               {{threads(), "threads"}, {longest(s.cu_seqlens_k), "longest Lk"}, {s.d + 2, "d + 2"}, {8, "bytes"}});
@@ -264,6 +269,7 @@ void dump_case(const std::string& dir, const PreparedCase& pc, const EmulatorRes
       {"state", to_string(pc.spec.numerics.state)},
       {"accum", to_string(pc.spec.numerics.accum)},
       {"mode", to_string(pc.spec.numerics.mode)},
+      {"smooth_k", pc.spec.numerics.smooth_k},
       {"coverage",
        {{"groups", pc.plan.coverage.groups()}, {"tiles", pc.plan.coverage.tiles()}, {"cells", pc.plan.coverage.cells()}}},
       {"words", words_json(pc.plan)},

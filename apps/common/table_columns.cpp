@@ -79,7 +79,7 @@ TableLayout<CaseRow> head_columns() {
 }
 
 // case method layout ratio coverage coverage_tiles coverage_cells params batch hq hk d lq lk
-// causal mode state accum: shared by the prefill, model and emulator tables.
+// causal mode state accum smooth_k: shared by the prefill, model and emulator tables.
 TableLayout<CaseRow> prefill_case_columns() {
   TableLayout<CaseRow> t;
   t.add(case_and_method_columns()).add(routing_columns()).add(tile_coverage_columns()).add(params_column());
@@ -93,6 +93,7 @@ TableLayout<CaseRow> prefill_case_columns() {
         [](const CaseRow& r) { return r.routed ? Cell{std::string(to_string(r.spec.numerics.mode))} : Cell{}; });
   t.add({"state", "state"}, [](const CaseRow& r) -> Cell { return std::string(to_string(r.spec.numerics.state)); });
   t.add({"accum", "accum"}, [](const CaseRow& r) -> Cell { return std::string(to_string(r.spec.numerics.accum)); });
+  t.add({"smooth_k", "smooth_k"}, [](const CaseRow& r) { return r.routed ? Cell{r.spec.numerics.smooth_k} : Cell{}; });
   return t;
 }
 
@@ -254,6 +255,7 @@ TableLayout<CheckRow> make_check_table() {
   t.add({"state", "state"}, [](const Row& r) -> Cell { return r.checked.state; });
   t.add({"accum", "accum"}, [](const Row& r) -> Cell { return r.checked.accum; });
   t.add({"mode", "mode"}, [](const Row& r) -> Cell { return r.checked.mode; });
+  t.add({"smooth_k", "smooth_k"}, [](const Row& r) { return r.checked.smooth_k ? Cell{*r.checked.smooth_k} : Cell{}; });
   t.add({"compare", "compare"}, [](const Row& r) -> Cell { return r.compare; });
   t.add({"max_abs", "max|d|", 3}, [](const Row& r) -> Cell { return r.deviation.max_abs; });
   t.add({"mean_abs", "mean|d|", 3}, [](const Row& r) -> Cell { return r.deviation.mean_abs; });

@@ -164,6 +164,7 @@ struct CheckedCase {
   const Coverage& coverage;  // of the plan it ran with
   std::string shape;         // shape_summary() or decode_shape_summary()
   std::string state, accum, mode;
+  std::optional<bool> smooth_k;  // prefill cases; decode takes no key smoothing
 };
 
 // One comparison of a checked case.

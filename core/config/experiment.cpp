@@ -25,7 +25,7 @@ const std::vector<std::string> kCaseKeys = {"name",       "batch", "seq_len", "l
                                             "words_file", "mode",  "state",   "accum", "input",   "tolerance",
                                             "kind",       "cache_len", "cache_lens", "new_tokens", "cache",
                                             "append_steps", "tiles_per_split", "mainloop", "combine", "layers",
-                                            "vocab",      "compare_with"};
+                                            "vocab",      "compare_with", "smooth_k"};
 const std::vector<std::string> kInputKeys = {
     "kind", "seed", "stddev", "outlier_channels", "outlier_scale", "sink_scale", "local_bias", "k_channel_bias",
     "q",    "k",    "v",      "allow_nonfinite"};
@@ -33,8 +33,11 @@ const std::vector<std::string> kToleranceKeys = {"emulator_vs_reference", "gpu_v
 const std::vector<std::string> kBoundKeys = {"max_abs", "mean_abs", "rel_l2", "min_cosine"};
 // What compare_with may replace: the method, routing and numerics; the shape and inputs stay the
 // case's own, so that both outputs come from the same Q, K and V.
-const std::vector<std::string> kComparisonKeys = {"method", "layout", "ratio", "group", "mode", "state", "accum"};
+const std::vector<std::string> kComparisonKeys = {"method", "layout", "ratio", "group",
+                                                  "mode",   "state",  "accum", "smooth_k"};
 const std::vector<std::string> kRoutingKeys = {"layout", "ratio", "group"};
+// Numerics keys of the routed kernel alone: a baseline has no quantization pass.
+const std::vector<std::string> kTilemixNumericsKeys = {"mode", "smooth_k"};
 const std::vector<std::string> kComparisonMethods = {"tilemix", "flash_fp16", "torch_like"};
 const std::vector<std::string> kLengthKeys = {"seq_len",   "lq",        "lk",        "seqlens_q",
                                               "seqlens_k", "cache_len", "cache_lens"};
@@ -42,7 +45,7 @@ const std::vector<std::string> kLengthKeys = {"seq_len",   "lq",        "lk",   
 const std::vector<std::string> kDecodeOnlyKeys = {"cache_len", "cache_lens", "new_tokens", "cache", "append_steps",
                                                   "tiles_per_split", "combine"};
 const std::vector<std::string> kPrefillOnlyKeys = {"seq_len", "lq",    "lk",    "seqlens_q", "seqlens_k", "causal",
-                                                   "mode",    "state", "accum", "block_m",   "block_n"};
+                                                   "mode",    "state", "accum", "block_m",   "block_n", "smooth_k"};
 const std::vector<std::string> kModelOnlyKeys = {"layers", "vocab"};
 
 constexpr int64_t kMaxBatch = int64_t{1} << 20;
@@ -476,7 +479,7 @@ Comparison read_comparison(JsonObjectReader& r, const json& merged, const Origin
     if (c.method != Method::tilemix && contains(kRoutingKeys, key)) {
       throw InputError(cr->where(key), std::string("is a routing key; ") + c.label + " runs without routing");
     }
-    if ((c.method == Method::flash_fp16 && key == "mode") || c.method == Method::torch_like) {
+    if ((c.method == Method::flash_fp16 && contains(kTilemixNumericsKeys, key)) || c.method == Method::torch_like) {
       throw InputError(cr->where(key), "has no meaning for " + c.label);
     }
     const json& value = cr->raw(key);
@@ -487,6 +490,8 @@ Comparison read_comparison(JsonObjectReader& r, const json& merged, const Origin
   const CaseSpec compared = read_case(base, base_origins, ctx, case_path);
   c.routing = compared.routing;
   c.numerics = compared.numerics;
+  // A baseline keeps the case's state and accumulation; it has no quantization pass to smooth.
+  if (c.method != Method::tilemix) c.numerics.smooth_k = false;
   return c;
 }
 
@@ -630,6 +635,7 @@ CaseSpec read_case(const json& merged, const Origins& origins, const Context& ct
                                          nu.state);
     nu.accum = read_enum<AccumPrecision>(r, "accum", {{"fp32", AccumPrecision::fp32}, {"fp16", AccumPrecision::fp16}},
                                          nu.accum);
+    nu.smooth_k = r.boolean("smooth_k").value_or(nu.smooth_k);
     spec.prefill_mainloop = read_enum<PrefillMainloop>(r, "mainloop",
                                                        {{"auto", PrefillMainloop::automatic},
                                                         {"wgmma", PrefillMainloop::wgmma},

@@ -11,11 +11,12 @@
 // }
 // Case keys: name, batch, seq_len | lq, lk | seqlens_q, seqlens_k, hq, hk, d, causal,
 // softmax_scale, layout, ratio, seed, group ("auto" | int), block_m, block_n, words_file, mode,
-// state, accum, mainloop (auto | wgmma | warp_specialized: the GPU mainloop at d = 128 with fp32
-// accumulation, PrefillMainloop), input {kind, seed, stddev, outlier_channels, outlier_scale, sink_scale,
-// local_bias, q, k, v, allow_nonfinite}, tolerance {emulator_vs_reference, gpu_vs_emulator,
-// gpu_vs_reference: {max_abs, mean_abs, rel_l2, min_cosine}}, compare_with {method (tilemix |
-// flash_fp16 | torch_like), layout, ratio, group, mode, state, accum} (prefill, tilemix-bench:
+// state, accum, smooth_k (key smoothing, Numerics), mainloop (auto | wgmma | warp_specialized: the GPU
+// mainloop at d = 128 with fp32 accumulation, PrefillMainloop), input {kind, seed, stddev,
+// outlier_channels, outlier_scale, sink_scale, local_bias, k_channel_bias, q, k, v, allow_nonfinite},
+// tolerance {emulator_vs_reference, gpu_vs_emulator, gpu_vs_reference: {max_abs, mean_abs, rel_l2,
+// min_cosine}}, compare_with {method (tilemix | flash_fp16 | torch_like), layout, ratio, group,
+// mode, state, accum, smooth_k} (prefill, tilemix-bench:
 // each row's deviation from that run on the case's own inputs, Comparison).
 // Decode cases ("kind": "decode"; default "prefill") take cache_len (+ batch) | cache_lens,
 // new_tokens (int or array), cache ("int8" | "fp16"), append_steps, tiles_per_split (key tiles per

@@ -27,6 +27,7 @@ TileGeometry flash_geometry(int d) { return prefill_geometry(d, "flash_geometry"
 PrefillEmulation prefill_emulation(PrefillMainloop mainloop) { return emulation_of(mainloop); }
 
 void quantize_qk(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
+void smooth_keys(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
 void tilemix_prefill(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
 void flash_fp16_prefill(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
 void adaptive_words(const AdaptiveRoutingParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }

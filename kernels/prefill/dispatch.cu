@@ -8,6 +8,7 @@
 #include "kernels/prefill/launch.hpp"
 #include "kernels/prefill/params.cuh"
 #include "kernels/prefill/tile_sizes.hpp"
+#include "kernels/quant/smooth_keys.hpp"
 #include "tilemix/attention.hpp"
 
 namespace tilemix::gpu {
@@ -23,7 +24,7 @@ std::string describe(const PrefillParams& p, const char* kernel, bool routed) {
                   " total_q=" + std::to_string(p.total_q) + " total_k=" + std::to_string(p.total_k) +
                   " max_seqlen_q=" + std::to_string(p.max_seqlen_q) + " causal=" + (p.causal ? "1" : "0") +
                   " state=" + to_string(p.numerics.state) + " accum=" + to_string(p.numerics.accum);
-  if (routed) s += std::string(" mode=") + to_string(p.numerics.mode);
+  if (routed) s += std::string(" mode=") + to_string(p.numerics.mode) + (p.numerics.smooth_k ? " smooth_k" : "");
   s += std::string(" mainloop=") + to_string(p.mainloop);
   return s + ")";
 }
@@ -135,11 +136,19 @@ PrefillEmulation prefill_emulation(PrefillMainloop mainloop) { return emulation_
 void tilemix_prefill(const PrefillParams& p, void* stream) {
   const std::string context = describe(p, "tilemix_prefill", true);
   if (!validate(p, context, true)) return;
-  if (p.numerics.mode == QuantMode::on_the_fly) {
-    launch<ScorePaths::routed_on_the_fly>(p, stream, context);
-  } else {
-    launch<ScorePaths::routed_quantize_once>(p, stream, context);
+  // Key smoothing leaves the kernel as it is: it reads Ks as its K (quantize_once: quantize_qk
+  // coded Ks), and the LSE gets q . kbar back after it.
+  PrefillParams routed = p;
+  if (p.numerics.smooth_k) {
+    require(p.k_smoothed && p.qkbar, context, "smooth_k needs k_smoothed and qkbar (written by smooth_keys)");
+    routed.k = p.k_smoothed;
   }
+  if (p.numerics.mode == QuantMode::on_the_fly) {
+    launch<ScorePaths::routed_on_the_fly>(routed, stream, context);
+  } else {
+    launch<ScorePaths::routed_quantize_once>(routed, stream, context);
+  }
+  if (p.numerics.smooth_k) add_query_key_means_to_lse(p, stream, context);
 }
 
 void flash_fp16_prefill(const PrefillParams& p, void* stream) {

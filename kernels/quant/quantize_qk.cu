@@ -1,5 +1,6 @@
 // quantize_once: blockwise INT8 codes and scales of Q (BLKQ = 128 tokens) and K (BLKK = 64
-// tokens), one CTA per (scale block, head), bit-identical with quantize_blockwise on the CPU.
+// tokens; the smoothed keys Ks with smooth_k), one CTA per (scale block, head), bit-identical with
+// quantize_blockwise on the CPU.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -85,7 +86,7 @@ void quantize_qk(const PrefillParams& p, void* stream) {
                               " hk=" + std::to_string(p.hk) + " batch=" + std::to_string(p.batch) +
                               " total_q=" + std::to_string(p.total_q) + " total_k=" + std::to_string(p.total_k) +
                               " q_blocks=" + std::to_string(p.q_blocks) + " k_blocks=" + std::to_string(p.k_blocks) +
-                              ")";
+                              (p.numerics.smooth_k ? " smooth_k" : "") + ")";
   if (!prefill_supports_head_dim(p.d)) {
     throw std::invalid_argument(context + ": unsupported head dimension d=" + std::to_string(p.d) +
                                 " (supported: 64, 128)");
@@ -100,10 +101,15 @@ void quantize_qk(const PrefillParams& p, void* stream) {
     throw std::invalid_argument(context +
                                 ": q, k, q8, k8, q_scale, k_scale, block offsets and cu_seqlens must be device pointers");
   }
+  if (p.numerics.smooth_k && !p.k_smoothed) {
+    throw std::invalid_argument(context + ": smooth_k codes the smoothed keys: k_smoothed must be a device pointer "
+                                          "(written by smooth_keys)");
+  }
   const auto s = static_cast<cudaStream_t>(stream);
   launch_quantize<kBlockQ>(p.q, p.q8, p.q_scale, p.cu_seqlens_q, p.q_block_offset, p.q_blocks, p.batch, p.hq, p.d, s,
                            context);
-  launch_quantize<kBlockK>(p.k, p.k8, p.k_scale, p.cu_seqlens_k, p.k_block_offset, p.k_blocks, p.batch, p.hk, p.d, s,
+  const void* keys = p.numerics.smooth_k ? p.k_smoothed : p.k;
+  launch_quantize<kBlockK>(keys, p.k8, p.k_scale, p.cu_seqlens_k, p.k_block_offset, p.k_blocks, p.batch, p.hk, p.d, s,
                            context);
 }
 

@@ -325,7 +325,7 @@ TEST_CASE("tilemix-bench without a GPU says so and runs the emulator; --dump wri
   std::ifstream meta(dir / "dump" / "mixed_meta.json");
   const auto m = nlohmann::json::parse(meta);
   for (const char* key : {"layout", "ratio", "causal", "hq", "hk", "d", "cu_seqlens_q", "cu_seqlens_k",
-                          "softmax_scale", "block_m", "block_n", "group", "state", "accum", "words"}) {
+                          "softmax_scale", "block_m", "block_n", "group", "state", "accum", "smooth_k", "words"}) {
     CHECK(m.contains(key));
   }
   CHECK(m["words"].size() == 1);  // one KV head
@@ -451,6 +451,61 @@ TEST_CASE("tilemix-bench compare_with on the CPU: each row's deviation from the 
   INFO(p.out);
   REQUIRE(p.code == 0);
   CHECK_FALSE(nlohmann::json::parse(std::ifstream(plain_out)).at("rows").at(0).contains("compared_with"));
+}
+
+TEST_CASE("tilemix-bench and tilemix-check take smooth_k on the CPU", "[cli]") {
+  const auto dir = temp_dir("smooth");
+  const nlohmann::json config = {
+      {"name", "smooth"},
+      {"defaults",
+       {{"batch", 1}, {"seq_len", 300}, {"hq", 4}, {"hk", 2}, {"d", 64}, {"causal", true}, {"layout", "one"},
+        // The sink key's block keeps its wide scale either way (docs/config.md): without it the
+        // offsets are the INT8 path's largest error at this length.
+        {"input", {{"kind", "llm_like"}, {"seed", 5}, {"outlier_scale", 1}, {"sink_scale", 1}, {"k_channel_bias", 8}}},
+        {"tolerance", {{"emulator_vs_reference", {{"rel_l2", 0.05}}}}}}},
+      {"cases",
+       {{{"name", "plain"}},
+        {{"name", "smoothed"}, {"smooth_k", true}, {"compare_with", {{"smooth_k", false}}}},
+        {{"name", "smoothed-vs-flash"}, {"smooth_k", true}, {"compare_with", {{"method", "flash_fp16"}}}}}}};
+  const std::string cfg = write_config(dir, config);
+  const std::string out = (dir / "bench.json").string();
+  const Run r = run(std::string(TILEMIX_BENCH_EXE) + " --device cpu --config '" + cfg + "' --out '" + out + "'");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  std::map<std::string, nlohmann::json> rows;
+  const nlohmann::json result = nlohmann::json::parse(std::ifstream(out));
+  for (const auto& row : result.at("rows")) rows[row.at("case").get<std::string>()] = row;
+  REQUIRE(rows.size() == 3);
+  CHECK(rows.at("plain").at("smooth_k") == false);
+  CHECK(rows.at("smoothed").at("smooth_k") == true);
+  // The keys' offsets cost the unsmoothed INT8 path accuracy that smoothing recovers; the run
+  // compared with is the same routing without smoothing, so it differs by about that much.
+  const double plain_error = rows.at("plain").at("rel_l2_vs_ref"), smooth_error = rows.at("smoothed").at("rel_l2_vs_ref");
+  CHECK(smooth_error < 0.75 * plain_error);
+  CHECK(rows.at("smoothed").at("compared_with") == "tilemix smooth_k=false");
+  CHECK(rows.at("smoothed").at("rel_l2_vs_compared").get<double>() > 0.5 * smooth_error);
+  // flash_fp16 runs without smoothing: its CPU stand-in is the unsmoothed all-FP16 route.
+  CHECK(rows.at("smoothed-vs-flash").at("compared_with") == "flash_fp16 (cpu: emulator, all fp16)");
+
+  const std::string checked = (dir / "check.json").string();
+  const Run c = run(std::string(TILEMIX_CHECK_EXE) + " --device cpu --config '" + cfg + "' --json '" + checked + "'");
+  INFO(c.out);
+  CHECK(c.code == 0);
+  CHECK(c.out.find("3 passed, 0 failed") != std::string::npos);
+  for (const auto& row : nlohmann::json::parse(std::ifstream(checked)).at("rows")) {
+    CHECK(row.at("smooth_k") == (row.at("case") != "plain"));
+  }
+
+  // --set reaches it as any case key; a decode case refuses it.
+  const Run set = run(std::string(TILEMIX_BENCH_EXE) + " --device cpu --config '" + cfg + "' --set smooth_k=yes");
+  INFO(set.out);
+  CHECK(set.code == 2);
+  CHECK(set.out.find("--set smooth_k: expected boolean, got string \"yes\"") != std::string::npos);
+  const nlohmann::json decode = {{"defaults", {{"kind", "decode"}, {"cache_len", 64}, {"smooth_k", true}}}};
+  const Run d = check(write_config(dir, decode, "decode.json"));
+  INFO(d.out);
+  CHECK(d.code == 2);
+  CHECK(d.out.find("decode.json: $.defaults.smooth_k: is a prefill key") != std::string::npos);
 }
 
 TEST_CASE("limits a user can hit are errors, not crashes", "[cli]") {

@@ -56,6 +56,14 @@ TEST_CASE("the estimate of a prefill case covers its inputs, plan, reference and
                                                   "hk": 2, "d": 64, "causal": true, "layout": "adaptive",
                                                   "ratio": 0.5}]})");
   CHECK(prefill_case_bytes(adaptive, adaptive.routing.geometry, {}) > estimate);
+  // Key smoothing adds the emulator's smoothed keys, q . kbar and kbar.
+  CaseSpec smoothed = spec;
+  smoothed.numerics.smooth_k = true;
+  CHECK(prefill_case_bytes(smoothed, spec.routing.geometry, {}) >=
+        estimate + static_cast<int64_t>(sizeof(uint16_t)) * spec.shape.total_k() * spec.shape.hk * spec.shape.d +
+            static_cast<int64_t>(sizeof(float)) * (spec.shape.total_q() * spec.shape.hq));
+  CHECK(prefill_case_bytes(smoothed, spec.routing.geometry, {true, false, false, 0}) ==
+        prefill_case_bytes(spec, spec.routing.geometry, {true, false, false, 0}));
 }
 
 TEST_CASE("the estimate of a decode check covers its inputs and both caches", "[cases]") {

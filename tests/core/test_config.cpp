@@ -76,6 +76,7 @@ TEST_CASE("a minimal config gets the documented defaults", "[config]") {
   CHECK(c.numerics.mode == QuantMode::quantize_once);
   CHECK(c.numerics.state == StatePrecision::fp32);
   CHECK(c.numerics.accum == AccumPrecision::fp32);
+  CHECK_FALSE(c.numerics.smooth_k);
   CHECK(c.input.kind == InputKind::gaussian);
   CHECK(c.input.stddev == 1.0f);
   CHECK(c.tolerance.emulator_vs_reference.empty());
@@ -89,7 +90,7 @@ TEST_CASE("every case key is read", "[config]") {
     "name": "full", "description": "all keys",
     "defaults": {"hq": 16, "hk": 4, "d": 64, "causal": true, "softmax_scale": 0.25, "seed": 7,
                  "group": 2, "block_m": 64, "block_n": 128, "mode": "on_the_fly", "state": "fp16",
-                 "accum": "fp16", "layout": "rowrand", "ratio": 0.25,
+                 "accum": "fp16", "smooth_k": true, "layout": "rowrand", "ratio": 0.25,
                  "input": {"kind": "llm_like", "stddev": 0.5, "outlier_channels": 2, "outlier_scale": 4,
                            "sink_scale": 3, "local_bias": 0.25, "k_channel_bias": 1.5, "allow_nonfinite": true},
                  "tolerance": {"emulator_vs_reference": {"max_abs": 0.01, "mean_abs": 0.001, "rel_l2": 0.02,
@@ -120,6 +121,7 @@ TEST_CASE("every case key is read", "[config]") {
   CHECK(c.numerics.mode == QuantMode::on_the_fly);
   CHECK(c.numerics.state == StatePrecision::fp16);
   CHECK(c.numerics.accum == AccumPrecision::fp16);
+  CHECK(c.numerics.smooth_k);
   CHECK(c.input.kind == InputKind::llm_like);
   CHECK(c.input.seed == 7);  // the case seed unless the input names its own
   CHECK(c.input.stddev == 0.5f);
@@ -394,6 +396,50 @@ TEST_CASE("compare_with replaces the case's routing and numerics keys for the ru
   CHECK(baselines.cases[0].compare_with->numerics.accum == AccumPrecision::fp16);
   CHECK(baselines.cases[1].compare_with->label == "torch_like");
   CHECK_FALSE(baselines.cases[2].compare_with);
+}
+
+TEST_CASE("smooth_k: a prefill and model numerics key of the routed kernel", "[config]") {
+  const auto cfg = parse(R"({"defaults": {"seq_len": 256, "layout": "one"},
+                            "cases": [{"name": "plain"}, {"name": "smooth", "smooth_k": true},
+                                      {"name": "model", "kind": "model", "smooth_k": true}],
+                            "axes": {"mode": ["quantize_once", "on_the_fly"]}})");
+  REQUIRE(cfg.cases.size() == 6);
+  CHECK_FALSE(cfg.cases[0].numerics.smooth_k);
+  CHECK(cfg.cases[2].numerics.smooth_k);
+  CHECK(cfg.cases[3].numerics.smooth_k);
+  CHECK(cfg.cases[3].numerics.mode == QuantMode::on_the_fly);
+  CHECK(cfg.cases[5].numerics.smooth_k);
+  // An axis or --set of it, as of any case key.
+  const auto axis = parse(R"({"defaults": {"seq_len": 64}})", {"smooth_k=false,true"});
+  REQUIRE(axis.cases.size() == 2);
+  CHECK(axis.cases[0].name == "test-0/smooth_k=false");
+  CHECK_FALSE(axis.cases[0].numerics.smooth_k);
+  CHECK(axis.cases[1].numerics.smooth_k);
+
+  CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 64, "smooth_k": "yes"}})"),
+             Contains("test.json: $.defaults.smooth_k: expected boolean, got string \"yes\""));
+  CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 64}, "axes": {"smooth_k": [true, 1]}})"),
+             Contains("$.axes.smooth_k[1]: expected boolean"));
+  // The INT8 KV cache of decode takes no smoothing.
+  CHECK_THAT(parse_error(R"({"cases": [{"kind": "decode", "cache_len": 64, "smooth_k": true}]})"),
+             Contains("$.cases[0].smooth_k: is a prefill key; this case has \"kind\": \"decode\""));
+
+  // compare_with: the routed kernel's run with or without it; a baseline has no quantization pass,
+  // so it neither takes the key nor inherits the case's.
+  const auto compared = parse(R"({"defaults": {"seq_len": 256, "layout": "one", "smooth_k": true},
+                                 "cases": [{"name": "t", "compare_with": {"smooth_k": false}},
+                                           {"name": "f", "compare_with": {"method": "flash_fp16"}},
+                                           {"name": "s", "smooth_k": false, "compare_with": {"smooth_k": true}}]})");
+  CHECK(compared.cases[0].compare_with->label == "tilemix smooth_k=false");
+  CHECK_FALSE(compared.cases[0].compare_with->numerics.smooth_k);
+  CHECK(compared.cases[0].numerics.smooth_k);
+  CHECK_FALSE(compared.cases[1].compare_with->numerics.smooth_k);
+  CHECK(compared.cases[2].compare_with->numerics.smooth_k);
+  CHECK_FALSE(compared.cases[2].numerics.smooth_k);
+  CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 64, "compare_with": {"method": "flash_fp16", "smooth_k": true}}]})"),
+             Contains("$.cases[0].compare_with.smooth_k: has no meaning for flash_fp16"));
+  CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 64, "compare_with": {"smooth_k": 0}}]})"),
+             Contains("$.cases[0].compare_with.smooth_k: expected boolean, got number 0"));
 }
 
 TEST_CASE("compare_with errors name the key where it was written", "[config]") {

@@ -1,11 +1,13 @@
 // The prefill kernels against the emulator (tightly) and the exact reference, on fresh random
 // inputs: ragged lengths, varlen with length-1 and empty sequences, causal with Lq != Lk both
 // ways, GQA, d 64 and 128, every layout, both modes, both state and accumulation precisions, and
-// both d = 128 mainloops (the warp-specialized one against the emulator of its two-tile softmax steps).
+// both d = 128 mainloops (the warp-specialized one against the emulator of its two-tile softmax
+// steps), and key smoothing.
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/routing/layout.hpp"
@@ -225,6 +227,65 @@ TEST_CASE("on the warp-specialized mainloop a flipped routing bit fails the tigh
   }
 }
 
+TEST_CASE("tilemix with smooth_k matches the smoothed emulator on both mainloops, both modes bit-identical",
+          "[gpu][prefill]") {
+  // Keys with channel offsets; causal varlen GQA with an empty and a length-1 sequence and one of
+  // more queries than keys (rows without keys keep lse = -inf through the LSE's shift). Every
+  // INT8 tile and a mixed layout; on_the_fly on the default mainloop (the warp-specialized one
+  // serves quantize_once alone), each mainloop against the emulator of its softmax steps.
+  struct Case {
+    const char* name;
+    int hq, hk, d;
+    std::vector<int64_t> lq, lk;
+  };
+  const Case cases[] = {{"d128 GQA4", 8, 2, 128, {600, 1, 0, 300}, {600, 1, 0, 77}},
+                        {"d64 GQA3", 6, 2, 64, {333, 0, 1, 129}, {333, 0, 1, 200}}};
+  Numerics smooth = numerics();
+  smooth.smooth_k = true;
+  Numerics smooth_on_the_fly = smooth;
+  smooth_on_the_fly.mode = QuantMode::on_the_fly;
+  for (const Case& c : cases) {
+    const AttentionShape s = make_shape(c.hq, c.hk, c.d, true, c.lq, c.lk);
+    InputSpec spec;
+    spec.kind = InputKind::llm_like;
+    spec.seed = 47;
+    spec.k_channel_bias = 8.0f;
+    const AttentionInputs in = make_inputs(s, spec);
+    const ExactResult exact = exact_attention(s, in);
+    std::vector<PrefillMainloop> mainloops = {PrefillMainloop::automatic};
+    if (c.d == 128) mainloops.push_back(PrefillMainloop::warp_specialized);
+    for (const PrefillMainloop mainloop : mainloops) {
+      GpuProblem gpu(s, in);
+      gpu.set_mainloop(mainloop);
+      const PrefillEmulation emulation = gpu::prefill_emulation(mainloop);
+      for (const auto& [layout, ratio] : {std::pair{LayoutKind::one, 0.0}, std::pair{LayoutKind::sptrans, 0.5}}) {
+        INFO(c.name << " mainloop=" << to_string(mainloop) << " layout=" << to_string(layout));
+        const RoutingPlan plan = layout_plan(s, gpu::tilemix_geometry(c.d), layout, ratio, 9);
+        EmulatorOptions options;
+        options.numerics = smooth;
+        options.softmax_tiles = emulation.softmax_tiles;
+        options.fused_score_scale = emulation.fused_score_scale;
+        const EmulatorResult emu = emulate_attention(s, in, plan, options);
+        // Smoothing must move the output well beyond the tolerance, or agreeing proves nothing.
+        options.numerics.smooth_k = false;
+        const EmulatorResult unsmoothed = emulate_attention(s, in, plan, options);
+        REQUIRE(deviation(half_to_double(emu.o), half_to_double(unsmoothed.o)).rel_l2 >
+                3.0 * *tight_vs_emulator().rel_l2);
+
+        const KernelOutput once = gpu.tilemix(plan, smooth);
+        const Agreement a = compare_outputs(once, emu);
+        INFO(a.describe());
+        CHECK(tight(a));
+        std::string why;
+        const bool accurate = as_accurate_as_emulator(once, emu, exact, &why);
+        INFO(why);
+        CHECK(accurate);
+        if (mainloop != PrefillMainloop::warp_specialized) CHECK(identical(once, gpu.tilemix(plan, smooth_on_the_fly)));
+      }
+    }
+  }
+}
+
 TEST_CASE("the warp-specialized mainloop refuses what it does not serve", "[gpu][prefill]") {
   const AttentionShape s = make_shape(2, 1, 64, true, {200}, {200});
   const AttentionInputs in = seeded_inputs(s, 3, InputKind::gaussian);
@@ -314,4 +375,9 @@ TEST_CASE("unsupported values are rejected by name before any launch", "[gpu][pr
   CHECK_THROWS_WITH(gpu::flash_fp16_prefill(p, nullptr), Catch::Contains("softmax_scale"));
   p = gpu.params(numerics());
   CHECK_THROWS_WITH(gpu::tilemix_prefill(p, nullptr), Catch::Contains("words"));  // no routing given
+  // smooth_k without the smoothed keys' buffer.
+  p.numerics.smooth_k = true;
+  p.k_smoothed = nullptr;
+  CHECK_THROWS_WITH(gpu::smooth_keys(p, nullptr), Catch::Contains("k_smoothed"));
+  CHECK_THROWS_WITH(gpu::quantize_qk(p, nullptr), Catch::Contains("k_smoothed"));
 }

@@ -1,6 +1,8 @@
-// quantize_qk against quantize_blockwise: codes and scales bit for bit.
+// quantize_qk against quantize_blockwise, and with smooth_k smooth_keys + quantize_qk against
+// smooth_keys and quantize_blockwise of Ks on the CPU: kbar, qkbar, Ks, codes and scales bit for bit.
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "core/quant.hpp"
@@ -40,6 +42,52 @@ TEST_CASE("quantize_qk is bit-identical with quantize_blockwise", "[gpu][quant]"
       CHECK(same_bits(got.q_scale, q.scales));
       CHECK(same_bits(got.k_scale, k.scales));
       CHECK(q.scale(1, 0, 1) == 0.0f);
+    }
+  }
+}
+
+TEST_CASE("smooth_keys and quantize_qk with smooth_k are bit-identical with the CPU's Ks and its codes",
+          "[gpu][quant]") {
+  // Fresh lengths and inputs every run (printed on failure): varlen with partial K blocks, an
+  // empty and a length-1 sequence, GQA 1, 3 and 8, keys with and without channel offsets.
+  std::random_device entropy;
+  std::mt19937_64 rng((static_cast<uint64_t>(entropy()) << 32) | entropy());
+  struct Heads {
+    int hq, hk;
+  };
+  for (int d : {64, 128}) {
+    for (const Heads heads : {Heads{4, 4}, Heads{6, 2}, Heads{8, 1}}) {
+      std::vector<int64_t> lens_q, lens_k;
+      for (int b = 0; b < 5; ++b) {
+        const int64_t len = b == 1 ? 0 : b == 3 ? 1 : static_cast<int64_t>(1 + rng() % 700);
+        lens_q.push_back(len);
+        lens_k.push_back(len == 0 ? 0 : len + static_cast<int64_t>(rng() % 200));
+      }
+      InputSpec spec;
+      spec.kind = InputKind::llm_like;
+      spec.seed = rng();
+      spec.k_channel_bias = static_cast<float>(rng() % 2) * 8.0f;
+      const AttentionShape s = make_shape(heads.hq, heads.hk, d, true, lens_q, lens_k);
+      std::string lengths;
+      for (size_t b = 0; b < lens_q.size(); ++b) {
+        lengths += " " + std::to_string(lens_q[b]) + "/" + std::to_string(lens_k[b]);
+      }
+      INFO("d=" << d << " hq=" << heads.hq << " hk=" << heads.hk << " Lq/Lk" << lengths << " seed=" << spec.seed
+                << " k_channel_bias=" << spec.k_channel_bias);
+      const AttentionInputs in = make_inputs(s, spec);
+      GpuProblem gpu(s, in);
+      const QuantOutput got = gpu.quantize(true);
+      const SmoothedKeys want = smooth_keys(s, in.q, in.k);
+      const QuantizedTensor q = quantize_blockwise(in.q, s.cu_seqlens_q, s.hq, d, kBlockQ);
+      const QuantizedTensor k = quantize_blockwise(want.ks, s.cu_seqlens_k, s.hk, d, kBlockK);
+      CHECK(same_bits(got.kbar, want.kbar));
+      CHECK(same_bits(got.qkbar, want.qkbar));
+      CHECK(got.ks == want.ks);
+      CHECK(got.k8 == k.codes);
+      CHECK(same_bits(got.k_scale, k.scales));
+      // Q is quantized as without smoothing.
+      CHECK(got.q8 == q.codes);
+      CHECK(same_bits(got.q_scale, q.scales));
     }
   }
 }

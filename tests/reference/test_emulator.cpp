@@ -129,6 +129,116 @@ TEST_CASE("emulator follows the documented rounding points", "[emulator]") {
     CHECK(got_fused.o == want_fused.o);
     CHECK(got_fused.lse == want_fused.lse);
   }
+
+  // smooth_k: kbar = (k0 + k1) / 2 = (0.25, 1.75, 0.75); Ks = +-(0.5, 0.25, -2.25), exact in FP16;
+  // q . kbar = 0.3125 - 0.875 + 0.65625.
+  const float ks0[3] = {0.5f, 0.25f, -2.25f}, ks1[3] = {-0.5f, -0.25f, 2.25f};
+  const float qkbar = 0.09375f;
+  EmulatorOptions smooth = kDefault, smooth_fused = fused;
+  smooth.numerics.smooth_k = smooth_fused.numerics.smooth_k = true;
+  // The LSE of the smoothed scores plus fp32(qkbar * softmax_scale).
+  const auto unsmoothed = [&](EmulatorResult r) {
+    const float shift = qkbar * 0.37f;
+    r.lse[0] = r.lse[0] + shift;
+    return r;
+  };
+  SECTION("smooth_k: Ks, q . kbar") {
+    const SmoothedKeys sk = smooth_keys(s, in.q, in.k);
+    REQUIRE(sk.qkbar.at(0) == qkbar);
+    for (int c = 0; c < 3; ++c) {
+      CHECK(sk.ks[c] == float_to_half(ks0[c]));
+      CHECK(sk.ks[64 + c] == float_to_half(ks1[c]));
+    }
+  }
+  SECTION("FP16 path with smooth_k: the FP16 path on Ks") {
+    double dot0 = 0, dot1 = 0;
+    for (int c = 0; c < 3; ++c) {
+      dot0 += static_cast<double>(q[c]) * ks0[c];
+      dot1 += static_cast<double>(q[c]) * ks1[c];
+    }
+    const float raw0 = static_cast<float>(dot0), raw1 = static_cast<float>(dot1);
+    const EmulatorResult want = unsmoothed(expect(raw0 * scale_log2, raw1 * scale_log2));
+    const EmulatorResult got = emulate_attention(s, in, uniform_plan(s, TileGeometry{64, 64}, false), smooth);
+    CHECK(got.o == want.o);
+    CHECK(got.lse == want.lse);
+    const EmulatorResult want_fused = unsmoothed(expect_p(raw0, raw1, scale_log2, true));
+    const EmulatorResult got_fused =
+        emulate_attention(s, in, uniform_plan(s, TileGeometry{64, 64}, false), smooth_fused);
+    CHECK(got_fused.o == want_fused.o);
+    CHECK(got_fused.lse == want_fused.lse);
+  }
+  SECTION("INT8 path with smooth_k: the codes and scale of Ks, Q's as before") {
+    const QuantizedTensor q8 = quantize_blockwise(in.q, s.cu_seqlens_q, 1, 64, kBlockQ);
+    const QuantizedTensor k8 = quantize_blockwise(smooth_keys(s, in.q, in.k).ks, s.cu_seqlens_k, 1, 64, kBlockK);
+    // Ks = +-(0.5, 0.25, -2.25): absmax 2.25.
+    REQUIRE(k8.scales[0] == 2.25f / 127.0f);
+    int32_t c0 = 0, c1 = 0;
+    for (int c = 0; c < 64; ++c) {
+      c0 += q8.codes[c] * k8.codes[c];
+      c1 += q8.codes[c] * k8.codes[64 + c];
+    }
+    REQUIRE(c0 == -c1);
+    const float sq = q8.scales[0] * scale_log2, sk = k8.scales[0];
+    const EmulatorResult want =
+        unsmoothed(expect((static_cast<float>(c0) * sq) * sk, (static_cast<float>(c1) * sq) * sk));
+    const EmulatorResult got = emulate_attention(s, in, uniform_plan(s, TileGeometry{64, 64}, true), smooth);
+    CHECK(got.o == want.o);
+    CHECK(got.lse == want.lse);
+    const EmulatorResult want_fused =
+        unsmoothed(expect_p(static_cast<float>(c0), static_cast<float>(c1), sq * sk, true));
+    const EmulatorResult got_fused = emulate_attention(s, in, uniform_plan(s, TileGeometry{64, 64}, true), smooth_fused);
+    CHECK(got_fused.o == want_fused.o);
+    CHECK(got_fused.lse == want_fused.lse);
+  }
+}
+
+TEST_CASE("emulator: smooth_k is the unsmoothed emulator on Ks with the LSE shifted back", "[emulator]") {
+  // Both paths read Ks in place of K, so an unsmoothed run on inputs whose keys are Ks gives the
+  // smoothed run's outputs bit for bit, and its LSE short of fp32(q . kbar * scale) (rows without
+  // keys stay -inf). Ks is not K - kbar: its FP16 rounding is part of the contract.
+  const AttentionShape s = make_shape(6, 2, 64, true, {300, 1, 0, 77, 130}, {300, 1, 0, 140, 100});
+  InputSpec spec;
+  spec.kind = InputKind::llm_like;
+  spec.seed = 17;
+  spec.k_channel_bias = 8.0f;
+  const AttentionInputs in = make_inputs(s, spec);
+  const SmoothedKeys sk = smooth_keys(s, in.q, in.k);
+  int64_t inexact = 0;
+  for (int b = 0; b < s.batch(); ++b) {
+    for (int64_t t = s.cu_seqlens_k[b]; t < s.cu_seqlens_k[b + 1]; ++t) {
+      for (int h = 0; h < s.hk; ++h) {
+        for (int c = 0; c < s.d; ++c) {
+          const size_t i = (t * s.hk + h) * s.d + c;
+          inexact += half_to_float(sk.ks[i]) != half_to_float(in.k[i]) - sk.kbar[(b * s.hk + h) * s.d + c];
+        }
+      }
+    }
+  }
+  REQUIRE(inexact > static_cast<int64_t>(sk.ks.size() / 2));
+  AttentionInputs on_ks = in;
+  on_ks.k = sk.ks;
+  const RoutingPlan plans[] = {uniform_plan(s, TileGeometry{128, 64}, false), checkerboard_plan(s, {128, 64})};
+  for (const RoutingPlan& plan : plans) {
+    for (StatePrecision state : {StatePrecision::fp32, StatePrecision::fp16}) {
+      for (const bool fused : {false, true}) {
+        EmulatorOptions plain = options_with(state, AccumPrecision::fp32);
+        plain.fused_score_scale = fused;
+        EmulatorOptions smooth = plain;
+        smooth.numerics.smooth_k = true;
+        const EmulatorResult got = emulate_attention(s, in, plan, smooth);
+        EmulatorResult want = emulate_attention(s, on_ks, plan, plain);
+        for (int h = 0; h < s.hq; ++h) {
+          for (int64_t t = 0; t < s.total_q(); ++t) {
+            float& lse = want.lse[h * s.total_q() + t];
+            if (lse != -kInf) lse = unsmoothed_lse(lse, sk.qkbar[t * s.hq + h], s.softmax_scale);
+          }
+        }
+        INFO((&plan == plans ? "every tile FP16" : "checkerboard") << " state " << to_string(state) << " fused " << fused);
+        CHECK(got.o == want.o);
+        CHECK(got.lse == want.lse);
+      }
+    }
+  }
 }
 
 TEST_CASE("emulator: zero layout is within FP16 rounding of exact, one layout within INT8 error", "[emulator]") {
@@ -190,15 +300,24 @@ TEST_CASE("emulator: mean error grows with INT8 coverage for every layout", "[em
 
 TEST_CASE("emulator: quantize_once and on_the_fly give bit-identical outputs", "[emulator]") {
   const AttentionShape s = make_shape(6, 2, 64, true, {300, 1, 0, 77}, {300, 1, 0, 140});
-  const AttentionInputs in = seeded_inputs(s, 11);
+  InputSpec spec;
+  spec.kind = InputKind::llm_like;
+  spec.seed = 11;
+  spec.k_channel_bias = 8.0f;
+  const AttentionInputs in = make_inputs(s, spec);
   for (const RoutingPlan& plan : {uniform_plan(s, {128, 64}, true), checkerboard_plan(s, {64, 64})}) {
     for (StatePrecision state : {StatePrecision::fp32, StatePrecision::fp16}) {
-      const EmulatorResult once =
-          emulate_attention(s, in, plan, options_with(state, AccumPrecision::fp32, QuantMode::quantize_once));
-      const EmulatorResult fly =
-          emulate_attention(s, in, plan, options_with(state, AccumPrecision::fp32, QuantMode::on_the_fly));
-      CHECK(once.o == fly.o);
-      CHECK(once.lse == fly.lse);
+      // With smooth_k both modes take the same Ks, its codes and q . kbar.
+      for (const bool smooth : {false, true}) {
+        EmulatorOptions once_options = options_with(state, AccumPrecision::fp32, QuantMode::quantize_once);
+        EmulatorOptions fly_options = options_with(state, AccumPrecision::fp32, QuantMode::on_the_fly);
+        once_options.numerics.smooth_k = fly_options.numerics.smooth_k = smooth;
+        const EmulatorResult once = emulate_attention(s, in, plan, once_options);
+        const EmulatorResult fly = emulate_attention(s, in, plan, fly_options);
+        INFO("smooth_k " << smooth << " state " << to_string(state));
+        CHECK(once.o == fly.o);
+        CHECK(once.lse == fly.lse);
+      }
     }
   }
 }
@@ -361,6 +480,142 @@ TEST_CASE("emulator: key channel offsets raise the INT8 path's error, not the FP
                       << fp16_error[1]);
   CHECK(int8_error[1] > 1.15 * int8_error[0]);  // about a quarter higher at this shape
   CHECK(fp16_error[1] < 2e-3);
+}
+
+namespace {
+
+// Per query row and query head [hq, total_q]: a bound on how far the FP16 rounding of Ks moves
+// the row's scores, softmax_scale * max_j sum_c |q_c| |e_jc| over the sequence's keys j, where
+// e = Ks - (K - kbar) is that rounding's error: |e| <= 2^-11 |Ks| after the fp32 subtract's
+// 2^-24, and 2^-25 where Ks is subnormal. The log-sum-exp moves by at most the largest score
+// shift, a softmax-weighted mean by at most (e^(2 B) - 1) times the spread of the values.
+std::vector<double> key_rounding_bound(const AttentionShape& s, const AttentionInputs& in, const SmoothedKeys& sk) {
+  std::vector<double> bound(static_cast<size_t>(s.hq) * s.total_q(), 0.0);
+  std::vector<double> err(s.d);
+  for (int b = 0; b < s.batch(); ++b) {
+    for (int h = 0; h < s.hq; ++h) {
+      const int kvh = s.kv_head_of(h);
+      for (int64_t t = s.cu_seqlens_q[b]; t < s.cu_seqlens_q[b + 1]; ++t) {
+        double worst = 0.0;
+        for (int64_t j = s.cu_seqlens_k[b]; j < s.cu_seqlens_k[b + 1]; ++j) {
+          double sum = 0.0;
+          for (int c = 0; c < s.d; ++c) {
+            const double ks = std::fabs(half_to_float(sk.ks[(j * s.hk + kvh) * s.d + c]));
+            const double e = ks * (0x1p-11 + 0x1p-21) + 0x1p-25;
+            sum += std::fabs(half_to_float(in.q[(t * s.hq + h) * s.d + c])) * e;
+          }
+          worst = std::max(worst, sum);
+        }
+        bound[h * s.total_q() + t] = s.softmax_scale * worst;
+      }
+    }
+  }
+  return bound;
+}
+
+}  // namespace
+
+TEST_CASE("emulator: smooth_k with every tile FP16 stays within the FP16 rounding of Ks", "[emulator]") {
+  // Softmax ignores a shift per row, so with every tile FP16 smoothing only changes roundings:
+  // above all Ks's own rounding to FP16 (relative 2^-11 of |K - kbar|, which the unsmoothed path,
+  // reading the FP16 inputs as they are, does not have), then the fp32 roundings of the scores,
+  // of p and of the LSE's shift back. The LSE of every row stays within the bound on the scores'
+  // shift (key_rounding_bound) plus 1e-4 (fp32 noise of the two runs; |q . kbar| scale reaches
+  // about 10 here); empty rows stay -inf. The output, a softmax-weighted mean of V, moves by less
+  // than the bound's share of V's spread, and stays as close to exact as the FP16 path's own
+  // roundings keep it (at these shapes the Ks rounding about doubles its relative L2, from 1.8e-4).
+  struct Shape {
+    int hq, hk, d;
+    std::vector<int64_t> lq, lk;
+  };
+  // Varlen with an empty and a length-1 sequence, GQA, and rows without keys (Lq > Lk, causal).
+  for (const Shape& c : {Shape{6, 2, 128, {300, 1, 0, 77, 200}, {300, 1, 0, 140, 100}},
+                         Shape{4, 1, 64, {130, 257}, {200, 257}}}) {
+    const AttentionShape s = make_shape(c.hq, c.hk, c.d, true, c.lq, c.lk);
+    for (const float bias : {0.0f, 8.0f}) {
+      InputSpec spec;
+      spec.kind = InputKind::llm_like;
+      spec.seed = 31;
+      spec.k_channel_bias = bias;
+      const AttentionInputs in = make_inputs(s, spec);
+      const ExactResult ref = exact_attention(s, in);
+      const std::vector<double> bound = key_rounding_bound(s, in, smooth_keys(s, in.q, in.k));
+      double v_spread = 0.0;
+      for (size_t i = 0; i < in.v.size(); ++i) v_spread = std::max<double>(v_spread, std::fabs(half_to_float(in.v[i])));
+      v_spread *= 2;
+      const RoutingPlan plan = uniform_plan(s, TileGeometry{128, 64}, false);
+      for (const bool fused : {false, true}) {
+        EmulatorOptions plain = kDefault;
+        plain.fused_score_scale = fused;
+        EmulatorOptions smooth = plain;
+        smooth.numerics.smooth_k = true;
+        const EmulatorResult a = emulate_attention(s, in, plan, plain);
+        const EmulatorResult b = emulate_attention(s, in, plan, smooth);
+        int64_t lse_beyond = 0, o_beyond = 0, inf_mismatch = 0;
+        double max_lse_shift = 0.0, max_bound = 0.0;
+        const double output_ulp = half_ulp(max_abs_value(half_to_double(a.o)));
+        for (int h = 0; h < s.hq; ++h) {
+          for (int64_t t = 0; t < s.total_q(); ++t) {
+            const size_t row = h * s.total_q() + t;
+            if (std::isinf(a.lse[row]) || std::isinf(b.lse[row])) {
+              inf_mismatch += a.lse[row] != b.lse[row];
+              continue;
+            }
+            const double shift = std::fabs(b.lse[row] - a.lse[row]);
+            max_lse_shift = std::max(max_lse_shift, shift);
+            max_bound = std::max(max_bound, bound[row]);
+            lse_beyond += shift > bound[row] + 1e-4;
+            const double o_bound = std::expm1(2 * bound[row]) * v_spread + 2 * output_ulp;
+            for (int ch = 0; ch < s.d; ++ch) {
+              const size_t i = (t * s.hq + h) * s.d + ch;
+              o_beyond += std::fabs(half_to_float(b.o[i]) - half_to_float(a.o[i])) > o_bound;
+            }
+          }
+        }
+        const double plain_error = compare(a.o, ref.o).rel_l2, smooth_error = compare(b.o, ref.o).rel_l2;
+        INFO("d " << c.d << " bias " << bias << " fused " << fused << ": rel_l2 to exact " << plain_error << " -> "
+                  << smooth_error << ", largest LSE shift " << max_lse_shift << " (largest bound " << max_bound
+                  << "), rows beyond the bound " << lse_beyond << ", outputs beyond theirs " << o_beyond);
+        CHECK(compare(b.o, half_to_double(a.o)).nonfinite == 0);
+        CHECK(inf_mismatch == 0);
+        CHECK(lse_beyond == 0);
+        CHECK(o_beyond == 0);
+        CHECK(smooth_error < 3 * plain_error);
+        check_rows(s, b, ref, max_bound + 1e-4);
+      }
+    }
+  }
+}
+
+TEST_CASE("emulator: smooth_k removes the key offsets' INT8 error", "[emulator]") {
+  // The offsets inflate every K block's absmax; Ks has the scales of keys without them.
+  // The sink key (position 0, sink_scale 6 by default) keeps its block's wide scale whether or
+  // not the keys are smoothed, and at this short length it holds much of the attention: at 1 it
+  // leaves the offsets the largest INT8 error, as at long lengths where the sink's share is small.
+  const AttentionShape s = make_shape(4, 2, 128, true, {512}, {512});
+  InputSpec spec;
+  spec.kind = InputKind::llm_like;
+  spec.seed = 9;
+  spec.outlier_scale = 1.0f;
+  spec.sink_scale = 1.0f;
+  const TileGeometry geo{128, 64};
+  EmulatorOptions smooth = kDefault;
+  smooth.numerics.smooth_k = true;
+  double error[2][2];  // [bias 0, 8][plain, smoothed]
+  for (int i = 0; i < 2; ++i) {
+    spec.k_channel_bias = i == 0 ? 0.0f : 8.0f;
+    const AttentionInputs in = make_inputs(s, spec);
+    const ExactResult ref = exact_attention(s, in);
+    const RoutingPlan plan = uniform_plan(s, geo, true);
+    error[i][0] = compare(emulate_attention(s, in, plan, kDefault).o, ref.o).rel_l2;
+    error[i][1] = compare(emulate_attention(s, in, plan, smooth).o, ref.o).rel_l2;
+  }
+  INFO("one, rel_l2 to exact: no offsets " << error[0][0] << " (smoothed " << error[0][1] << "), offsets "
+                                           << error[1][0] << " (smoothed " << error[1][1] << ")");
+  CHECK(error[1][1] <= 0.5 * error[1][0]);
+  // Smoothed, the offsets cost (almost) nothing; and smoothing keys without offsets does no harm.
+  CHECK(error[1][1] <= 1.1 * error[0][1]);
+  CHECK(error[0][1] <= 1.05 * error[0][0]);
 }
 
 TEST_CASE("emulator: B=1 Hq=8 Hk=2 L=2048 d=128 causal within 10 s", "[.][perf]") {

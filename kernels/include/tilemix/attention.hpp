@@ -45,6 +45,15 @@ struct PrefillParams {
   const int64_t* q_block_offset = nullptr;
   const int64_t* k_block_offset = nullptr;
   int64_t q_blocks = 0, k_blocks = 0;
+  // Key smoothing (numerics.smooth_k, tilemix only; core/quant.hpp): smooth_keys writes kbar
+  // [batch, hk, d] (through kbar_partial [k_blocks, hk, d], the BLKK block sums), the smoothed keys
+  // k_smoothed (FP16 [total_k, hk, d]) and qkbar [total_q, hq]. quantize_qk then codes k_smoothed
+  // in place of k, and tilemix_prefill runs its kernel on k_smoothed and adds fp32(qkbar *
+  // softmax_scale) to the LSE. Unused otherwise (flash_fp16_prefill ignores smooth_k).
+  float* kbar = nullptr;
+  float* qkbar = nullptr;
+  float* kbar_partial = nullptr;
+  void* k_smoothed = nullptr;
   Numerics numerics;
   // d = 128 with fp32 accumulation: the mainloop (warp_specialized needs flash_fp16 or
   // quantize_once and fewer than 2^31 tokens per tensor; asking for it otherwise is an error).
@@ -62,7 +71,9 @@ PrefillEmulation prefill_emulation(PrefillMainloop mainloop);
 // Launches on `stream` (a cudaStream_t passed as void*; nullptr = default stream). Throws
 // std::invalid_argument for unsupported values (d, numerics) naming the value, and CudaError
 // (a std::runtime_error) for CUDA failures naming the call and the shape.
-void quantize_qk(const PrefillParams& p, void* stream);  // writes q8/k8/scales
+void quantize_qk(const PrefillParams& p, void* stream);  // writes q8/k8/scales (smooth_k: after smooth_keys)
+// smooth_k, either mode: kbar, qkbar and k_smoothed, before quantize_qk and tilemix_prefill.
+void smooth_keys(const PrefillParams& p, void* stream);
 void tilemix_prefill(const PrefillParams& p, void* stream);  // quantize_once needs quantize_qk first
 void flash_fp16_prefill(const PrefillParams& p, void* stream);
 
