@@ -176,9 +176,14 @@ class TileEmulator {
       float* p16 = st.prob.data();
       float* o = &st.acc[static_cast<size_t>(r) * d];
 
+      // Fused: a scale below FLT_MIN is taken as FLT_MIN (a NaN stays NaN), so that a masked -inf
+      // times it stays -inf, as the kernel does.
+      const auto fused = [&](int64_t j) {
+        return scale[j] < std::numeric_limits<float>::min() ? std::numeric_limits<float>::min() : scale[j];
+      };
       float tile_max = kNegInf;
       // Fused: the maximum of the rounded scaled scores, as the kernel's scaled maxima of raw ones.
-      for (int64_t j = 0; j < width; ++j) tile_max = std::max(tile_max, scale ? s[j] * scale[j] : s[j]);
+      for (int64_t j = 0; j < width; ++j) tile_max = std::max(tile_max, scale ? s[j] * fused(j) : s[j]);
       float m_new = std::max(st.row_max[r], tile_max);
       if (fp16_state) m_new = round_to_half(m_new);
       const float reference = m_new == kNegInf ? 0.0f : m_new;
@@ -186,7 +191,7 @@ class TileEmulator {
 
       float p_sum = 0.0f;
       for (int64_t j = 0; j < width; ++j) {
-        const float p = std::exp2(scale ? std::fma(s[j], scale[j], -reference) : s[j] - reference);
+        const float p = std::exp2(scale ? std::fma(s[j], fused(j), -reference) : s[j] - reference);
         p_sum += p;
         p16[j] = round_to_half(p);
       }

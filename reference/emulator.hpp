@@ -42,7 +42,7 @@ struct EmulatorOptions {
   int softmax_tiles = 1;
   // The score scale folded into the exponent, as prefill v3 does: p = exp2(fma(raw, scale, -ref))
   // with raw = fp32(sum_k q*k) or fp32(sum_k q8*k8) and scale = scale_log2 or the INT8 factor; the
-  // row maximum is still that of round(raw * scale).
+  // row maximum is still that of round(raw * scale). A scale below FLT_MIN is taken as FLT_MIN.
   bool fused_score_scale = false;
 };
 

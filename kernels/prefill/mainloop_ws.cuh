@@ -347,18 +347,18 @@ struct MainloopWs {
           wgmma_fence_operands(hi);
           // The scores are in registers: the K stage goes back to the producer.
           if (lane == 0) mbarrier_arrive(Smem::k_empty(smem, at.stage));
-  #pragma unroll
+#pragma unroll
           for (int h = 0; h < 2; ++h) {
             // Raw scores, the scale of the half beside them (folded into the softmax's exponent):
             // the INT8 path's exact float(C) with (scale_q * scale_log2) * scale_k, as MainloopSm90
             // forms the factor, or the FP16 path's fp32 sums with scale_log2.
             if (kTileRouted && step.int8[h]) {
               scale[h] = __fmul_rn(q_factor, k_scale[h]);
-  #pragma unroll
+#pragma unroll
               for (int i = 0; i < 32; ++i) x[32 * h + i] = int8_dot_to_float(static_cast<int>(h == 0 ? lo[i] : hi[i]));
             } else {
               scale[h] = p.scale_log2;
-  #pragma unroll
+#pragma unroll
               for (int i = 0; i < 32; ++i) x[32 * h + i] = __uint_as_float(h == 0 ? lo[i] : hi[i]);
             }
           }
@@ -370,7 +370,7 @@ struct MainloopWs {
         // score fragments 2 kk and 2 kk + 1.
         uint32_t a[Cfg::kBlockN / 16][4];
         const auto pack_p = [&](const Scores& s) {
-  #pragma unroll
+#pragma unroll
           for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
             a[kk][0] = pack_half2(s[0][2 * kk][0], s[0][2 * kk][1]);
             a[kk][1] = pack_half2(s[0][2 * kk][2], s[0][2 * kk][3]);

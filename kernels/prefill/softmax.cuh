@@ -7,6 +7,7 @@
 //   l     = l * alpha + rowsum(p)        [fp16 state: rounded]
 // Separate fp32 operations (__fsub_rn, __fmul_rn, __fadd_rn) keep the compiler from fusing
 // them into FMAs the emulator does not perform.
+#include <cfloat>
 #include <cmath>
 
 #include "kernels/common/softmax_math.cuh"
@@ -53,10 +54,14 @@ struct OnlineSoftmax {
   // scaled by scale[0] and the rest by scale[1] (a step's two routing tiles). The row maximum is
   // max over halves of round(max(raw) * scale), which equals the maximum of the rounded scaled
   // scores (scale > 0), and p = exp2(fma(raw, scale, -ref)): one FMA per element.
-  __device__ __forceinline__ void update_fused(float (&s)[kRowSlices][kKeyFrags][4], const float (&scale)[2],
+  __device__ __forceinline__ void update_fused(float (&s)[kRowSlices][kKeyFrags][4], const float (&raw_scale)[2],
                                                bool fp16_state, float (&alpha)[kRows]) {
     static_assert(kKeyFrags % 2 == 0, "two halves");
     constexpr int kHalfFrags = kKeyFrags / 2;
+    // A scale below FLT_MIN (0 where a block's codes are all 0: an all-zero K or Q block, a key
+    // block of one smoothed key) is taken as FLT_MIN, so that a masked -inf times it stays -inf
+    // instead of NaN; the raw scores under such a scale are 0 or too small to matter.
+    const float scale[2] = {fused_scale(raw_scale[0]), fused_scale(raw_scale[1])};
     float half_max[2 * kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
@@ -88,6 +93,9 @@ struct OnlineSoftmax {
         }
     add_sums(s, alpha, fp16_state);
   }
+
+  // The scale update_fused multiplies by: at least FLT_MIN (a NaN stays NaN).
+  __device__ __forceinline__ static float fused_scale(float scale) { return scale < FLT_MIN ? FLT_MIN : scale; }
 
   // Row r's step from its tile maximum: m_new = max(m, tile max) [fp16 state: rounded], alpha =
   // exp2(m - ref); returns the reference ref (m_new, or 0 for a row with no legal key so far).
