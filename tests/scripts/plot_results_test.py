@@ -152,6 +152,24 @@ class Frontier(Case):
         self.assertIn("no-config.json", result.stderr)
         self.assertIn("(flash_fp16) fall in one group", result.stderr)
 
+    def test_an_axis_over_one_input_setting_makes_its_own_groups(self):
+        # The fixture's mainloop axis renamed to an axis over an input setting: each value's rows
+        # are a group of their own, with their own flash_fp16.
+        doc = copy.deepcopy(self.gpu)
+        config = doc["provenance"]["config"]
+        values = config["axes"].pop("mainloop")
+        config["axes"]["input.k_channel_bias"] = list(range(len(values)))
+        for case in config.get("cases", []):
+            case.pop("mainloop", None)
+        config.get("defaults", {}).pop("mainloop", None)
+        for row in doc["rows"]:
+            for i, v in enumerate(values):
+                row["case"] = row["case"].replace(f"/mainloop={v}", f"/input.k_channel_bias={i}")
+        result = run(self.write("input-axis.json", doc), "--plot", "frontier", "--out", self.dir)
+        self.assertRun(result, 0)
+        for i in range(len(values)):
+            self.assertIn(f"input.k_channel_bias={i}", result.stdout)
+
     def test_is_skipped_with_a_message_without_deviations(self):
         timing = self.timing_only()
         result = run(timing, "--out", self.dir)
