@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,11 @@ namespace tilemix::testing {
 
 using app::KernelOutput;
 using app::half_ulp_distance;
+
+// Bit for bit, NaN payloads included (the CPU and GPU builders of codes, scales and words).
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
 
 // Kernel vs emulator. What may differ: fp32 summation order inside the tensor cores and in the
 // quad reductions of row sums, and ex2.approx against libm exp2. Each shows as an occasional

@@ -54,10 +54,6 @@ Agreement agreement(const DecodeOutput& got, const DecodeResult& want) {
   return compare_outputs(KernelOutput{got.o, got.lse}, EmulatorResult{want.o, want.lse});
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 struct Problem {
   const char* name;
   int hq, hk, d;

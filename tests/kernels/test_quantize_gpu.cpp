@@ -7,19 +7,12 @@
 
 #include "core/quant.hpp"
 #include "apps/common/gpu_problem.hpp"
+#include "tests/kernels/gpu_checks.hpp"
 #include "tests/reference/attention_fixtures.hpp"
 
 using namespace tilemix;
 using namespace tilemix::app;
 using namespace tilemix::testing;
-
-namespace {
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-}  // namespace
 
 TEST_CASE("quantize_qk is bit-identical with quantize_blockwise", "[gpu][quant]") {
   for (int d : {64, 128}) {

@@ -10,6 +10,7 @@
 
 #include "apps/common/gpu_problem.hpp"
 #include "core/routing/layouts/adaptive.hpp"
+#include "tests/kernels/gpu_checks.hpp"
 #include "tests/reference/attention_fixtures.hpp"
 
 using namespace tilemix;
@@ -17,10 +18,6 @@ using namespace tilemix::app;
 using namespace tilemix::testing;
 
 namespace {
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 struct Problem {
   const char* name;
