@@ -492,7 +492,8 @@ TEST_CASE("tilemix-bench and tilemix-check take smooth_k on the CPU", "[cli]") {
   INFO(c.out);
   CHECK(c.code == 0);
   CHECK(c.out.find("3 passed, 0 failed") != std::string::npos);
-  for (const auto& row : nlohmann::json::parse(std::ifstream(checked)).at("rows")) {
+  const nlohmann::json check_result = nlohmann::json::parse(std::ifstream(checked));
+  for (const auto& row : check_result.at("rows")) {
     CHECK(row.at("smooth_k") == (row.at("case") != "plain"));
   }
 
