@@ -151,15 +151,20 @@ class CaseSettings:
         rows of one group apart (a `seed` axis, say)."""
         _, axes = self.axes_of(case_name)
         return {k: v for k, v in axes.items()
-                if k not in GROUP_CASE_KEYS and not k.startswith("input.") and k not in SHAPE_COLUMNS
+                if not is_group_setting(k) and k not in SHAPE_COLUMNS
                 and k not in ("seq_len", "layout", "ratio", "mode")}
 
     def of(self, case_name):
         base, axes = self.axes_of(case_name)
         settings = dict(self.by_base.get(base, {}))
-        # An axis over one input setting (`input.k_channel_bias`) changes the inputs, as `input` does.
-        settings.update({k: v for k, v in axes.items() if k in GROUP_CASE_KEYS or k.startswith("input.")})
+        settings.update({k: v for k, v in axes.items() if is_group_setting(k)})
         return settings
+
+
+def is_group_setting(key):
+    """A case key whose values split rows into groups: GROUP_CASE_KEYS, and an axis over one input
+    setting (`input.k_channel_bias`), which changes the inputs as `input` does."""
+    return key in GROUP_CASE_KEYS or key.startswith("input.")
 
 
 def group_key(row, settings):

@@ -84,16 +84,17 @@ void GpuProblem::set_routing(const RoutingPlan& plan, const std::vector<uint64_t
   const std::vector<int> groups = plan.groups();
   group_ = gpu::to_device(groups);
   total_query_tiles_ = plan.total_tiles();
+  const int tiles_per_step = gpu::prefill_emulation(PrefillMainloop::warp_specialized).softmax_tiles;
   if (routes_from_data(plan.request.layout)) {
-    // The words come from the GPU at every launch: nothing about them is read here.
+    // The words come from the GPU at every launch: nothing about them is read here, so a step
+    // takes one route only where it cannot straddle two groups.
     adaptive_ = make_adaptive_builder(plan, words_);
     any_int8_ = plan.request.ratio > 0.0;
-    uniform_steps_ = std::all_of(groups.begin(), groups.end(), [](int g) { return g % 2 == 0; });
+    uniform_steps_ = std::all_of(groups.begin(), groups.end(), [&](int g) { return g % tiles_per_step == 0; });
   } else {
     adaptive_.reset();
     any_int8_ = gpu::any_int8_route(words);
-    uniform_steps_ =
-        uniform_steps(plan, words, gpu::prefill_emulation(PrefillMainloop::warp_specialized).softmax_tiles);
+    uniform_steps_ = uniform_steps(plan, words, tiles_per_step);
   }
 }
 
