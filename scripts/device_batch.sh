@@ -60,7 +60,7 @@ run_steps() {
         done ;;
       sanitizer)
         : > "$out"/sanitizer.log
-        for tool in memcheck racecheck initcheck; do
+        for tool in memcheck racecheck initcheck synccheck; do
           echo "### compute-sanitizer --tool $tool tilemix-check --config configs/check/sanitizer.json --device gpu" \
             >> "$out"/sanitizer.log
           /usr/local/cuda/bin/compute-sanitizer --tool "$tool" --error-exitcode 9 \
