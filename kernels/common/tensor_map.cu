@@ -35,7 +35,8 @@ EncodeTiled encode_tiled(const std::string& context) {
 
 CUtensorMap make_head_tensor_map(const void* base, int element_bytes, int64_t tokens, int heads, int d,
                                  int64_t row_bytes, int box_rows, int box_elems, const std::string& context) {
-  if (box_elems * element_bytes != 128 || reinterpret_cast<uintptr_t>(base) % 16 != 0 || row_bytes % 16 != 0 ||
+  const int box_bytes = box_elems * element_bytes;
+  if ((box_bytes != 128 && box_bytes != 64) || reinterpret_cast<uintptr_t>(base) % 16 != 0 || row_bytes % 16 != 0 ||
       (static_cast<int64_t>(d) * element_bytes) % 16 != 0 || tokens <= 0 || tokens > 0xffffffffll) {
     throw std::invalid_argument(context + ": tensor map of " + std::to_string(tokens) + " x " + std::to_string(heads) +
                                 " x " + std::to_string(d) + " elements does not meet TMA's alignment and size rules");
@@ -49,7 +50,7 @@ CUtensorMap make_head_tensor_map(const void* base, int element_bytes, int64_t to
   const CUresult r = encode_tiled(context)(
       &map, element_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 3,
       const_cast<void*>(base), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      box_bytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     throw CudaError("cuTensorMapEncodeTiled", cudaErrorInvalidValue,
                     context + " (CUresult " + std::to_string(static_cast<int>(r)) + ")");

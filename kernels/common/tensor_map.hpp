@@ -11,8 +11,9 @@ namespace tilemix::gpu {
 
 // A [tokens, heads, d] tensor of `element_bytes`-byte elements (2: FP16, 1: INT8 codes), rows
 // `row_bytes` apart (heads * d * element_bytes for a packed tensor), read in boxes of
-// `box_rows` tokens x one head x `box_elems` channels with the 128-byte swizzle (box_elems *
-// element_bytes = 128). Rows past `tokens` read as zeros. `context` names the call in errors.
+// `box_rows` tokens x one head x `box_elems` channels, rows of box_elems * element_bytes = 128
+// or 64 bytes in the swizzle of that width (the wgmma operand layouts of kernels/common/wgmma.cuh).
+// Rows past `tokens` read as zeros. `context` names the call in errors.
 CUtensorMap make_head_tensor_map(const void* base, int element_bytes, int64_t tokens, int heads, int d,
                                  int64_t row_bytes, int box_rows, int box_elems, const std::string& context);
 

@@ -8,6 +8,9 @@
 // whole thing 1024-byte aligned (the hardware applies the XOR to address bits 4-6 from bits 7-9).
 // A K step of 32 bytes (k16 FP16, k32 INT8) moves the descriptor's start address by 32 bytes.
 //
+// K-major, 64-byte swizzle (INT8 rows of 64 channels, d = 64): rows of 64 bytes, chunk c of row r
+// at chunk c ^ ((r / 2) % 4), groups of 8 rows 512 bytes apart, 512-byte aligned; K steps as above.
+//
 // MN-major FP16 B, 128-byte swizzle: the same bytes read the other way. Rows are K, 64 N elements
 // per 128-byte row, 8 K rows per 1024-byte group, further 64-element N blocks `n_block_bytes`
 // apart; a k16 step (two 8-row groups) moves the start address by 2048 bytes. So a 64 x 128 FP16
@@ -32,6 +35,24 @@ __device__ __forceinline__ uint32_t sw128_offset(int row, int byte) {
 __device__ __forceinline__ uint64_t sw128_desc(uint32_t smem_addr) {
   return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(1) << 16) |
          (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
+}
+
+// Descriptor of a K-major 64-byte-swizzled operand (512-byte aligned, plus the K step): stride byte
+// offset 512, layout type 2 = 64-byte swizzle.
+__device__ __forceinline__ uint64_t sw64_desc(uint32_t smem_addr) {
+  return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(1) << 16) |
+         (static_cast<uint64_t>(512 >> 4) << 32) | (static_cast<uint64_t>(2) << 62);
+}
+
+// The K-major descriptor of an INT8 operand whose rows are kDim channels (one swizzled row each).
+template <int kDim>
+__device__ __forceinline__ uint64_t int8_rows_desc(uint32_t smem_addr) {
+  static_assert(kDim == 64 || kDim == 128, "INT8 rows of 64 or 128 bytes");
+  if constexpr (kDim == 128) {
+    return sw128_desc(smem_addr);
+  } else {
+    return sw64_desc(smem_addr);
+  }
 }
 
 // Descriptor of an MN-major 128-byte-swizzled FP16 operand: leading byte offset = the stride of
@@ -197,24 +218,65 @@ __device__ __forceinline__ void wgmma_m64n128k16_f16_rs(float (&d)[64], const ui
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
 }
 
+// D(64x64, f32) += A(64x16, f16, registers) B(16x64, f16, shared memory, MN-major: sw128_desc_mn).
+__device__ __forceinline__ void wgmma_m64n64k16_f16_rs_mn(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : TILEMIX_WGMMA_ACC32("+f", d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+}
+
+// D(64 x kDim, f16 accumulators as f16x2) += A(64x16, f16, registers) B(16 x kDim, f16, shared
+// memory, MN-major): the fp16-accumulation P V.
+template <int kDim, int N>
+__device__ __forceinline__ void wgmma_f16acc_rs_mn(uint32_t (&d)[N], const uint32_t (&a)[4], uint64_t desc_b) {
+  if constexpr (kDim == 128) {
+    static_assert(N == 32, "m64n128 f16 accumulators");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f16.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        : TILEMIX_WGMMA_ACC32("+r", d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  } else {
+    static_assert(kDim == 64 && N == 16, "m64n64 f16 accumulators");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f16.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+        "{%16, %17, %18, %19}, %20, p, 1, 1, 1;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+          "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  }
+}
+
 // The MMA sequences the attention kernels issue per 64-key tile (fenced, issued and committed;
-// the caller waits with wgmma_wait_all when it needs the result).
-// S(64 x 64, s32) = Q8 K8^T over 128 INT8 channels: 4 k32 steps inside one 128-byte row.
-template <class T>
-__device__ __forceinline__ void wgmma_scores_s8_d128(T (&s)[32], uint64_t q8_desc, uint64_t k8_desc) {
+// the caller waits with wgmma_wait_all when it needs the result), over kDim = 64 or 128 channels.
+// S(64 x 64, s32) = Q8 K8^T: kDim / 32 k32 steps inside one swizzled INT8 row (int8_rows_desc).
+template <int kDim, class T>
+__device__ __forceinline__ void wgmma_scores_s8(T (&s)[32], uint64_t q8_desc, uint64_t k8_desc) {
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k32_s8(s, desc_advance(q8_desc, 32 * kk), desc_advance(k8_desc, 32 * kk), kk);
+  for (int kk = 0; kk < kDim / 32; ++kk) {
+    wgmma_m64n64k32_s8(s, desc_advance(q8_desc, 32 * kk), desc_advance(k8_desc, 32 * kk), kk);
+  }
   wgmma_commit();
 }
-// S(64 x 64, f32) = Q K^T over 128 FP16 channels: 8 k16 steps, two 64-channel blocks per operand
-// (`q_block_bytes` / `k_block_bytes` apart).
-template <class T>
-__device__ __forceinline__ void wgmma_scores_f16_d128(T (&s)[32], uint64_t q_desc, uint32_t q_block_bytes,
-                                                      uint64_t k_desc, uint32_t k_block_bytes) {
+// S(64 x 64, f32) = Q K^T: kDim / 16 k16 steps, 64-channel blocks per operand (`q_block_bytes` /
+// `k_block_bytes` apart).
+template <int kDim, class T>
+__device__ __forceinline__ void wgmma_scores_f16(T (&s)[32], uint64_t q_desc, uint32_t q_block_bytes,
+                                                 uint64_t k_desc, uint32_t k_block_bytes) {
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < 8; ++kk) {
+  for (int kk = 0; kk < kDim / 16; ++kk) {
     const uint32_t in_block = 32 * (kk % 4);
     wgmma_m64n64k16_f16(s, desc_advance(q_desc, (kk / 4) * q_block_bytes + in_block),
                         desc_advance(k_desc, (kk / 4) * k_block_bytes + in_block), kk);
@@ -222,21 +284,23 @@ __device__ __forceinline__ void wgmma_scores_f16_d128(T (&s)[32], uint64_t q_des
   wgmma_commit();
 }
 // The same over 128 keys (S 64 x 128 as two m64n64 halves): K or K8 as 128-row K-major blocks.
-__device__ __forceinline__ void wgmma_scores_s8_d128_n128(uint32_t (&lo)[32], uint32_t (&hi)[32], uint64_t q8_desc,
-                                                          uint64_t k8_desc) {
+template <int kDim>
+__device__ __forceinline__ void wgmma_scores_s8_n128(uint32_t (&lo)[32], uint32_t (&hi)[32], uint64_t q8_desc,
+                                                     uint64_t k8_desc) {
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
+  for (int kk = 0; kk < kDim / 32; ++kk) {
     wgmma_m64n128k32_s8(lo, hi, desc_advance(q8_desc, 32 * kk), desc_advance(k8_desc, 32 * kk), kk);
   }
   wgmma_commit();
 }
-__device__ __forceinline__ void wgmma_scores_f16_d128_n128(uint32_t (&lo)[32], uint32_t (&hi)[32], uint64_t q_desc,
-                                                           uint32_t q_block_bytes, uint64_t k_desc,
-                                                           uint32_t k_block_bytes) {
+template <int kDim>
+__device__ __forceinline__ void wgmma_scores_f16_n128(uint32_t (&lo)[32], uint32_t (&hi)[32], uint64_t q_desc,
+                                                      uint32_t q_block_bytes, uint64_t k_desc,
+                                                      uint32_t k_block_bytes) {
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < 8; ++kk) {
+  for (int kk = 0; kk < kDim / 16; ++kk) {
     const uint32_t in_block = 32 * (kk % 4);
     wgmma_m64n128k16_f16(lo, hi, desc_advance(q_desc, (kk / 4) * q_block_bytes + in_block),
                          desc_advance(k_desc, (kk / 4) * k_block_bytes + in_block), kk);
@@ -272,12 +336,26 @@ __device__ __forceinline__ void wgmma_pv_k64(float (&o)[64], const uint32_t (&a)
   wgmma_commit();
 }
 
-// O(64 x 128, f32) += P V over 128 keys: 8 k16 steps (V MN-major, 128 key rows per block).
-__device__ __forceinline__ void wgmma_pv_k128(float (&o)[64], const uint32_t (&a)[8][4], uint64_t v_desc) {
+// O(64 x kDim) += P V over 128 keys: 8 k16 steps (V MN-major, 128 key rows per block), O in fp32
+// (kDim / 2 floats per thread) or, accumulated in fp16, as f16x2 pairs (kDim / 4 registers: the
+// pairs of the fp32 layout, so the fragment is the same).
+template <int kDim, class T, int N>
+__device__ __forceinline__ void wgmma_pv_k128(T (&o)[N], const uint32_t (&a)[8][4], uint64_t v_desc) {
+  constexpr bool kHalf = std::is_same_v<T, uint32_t>;
+  static_assert(N == (kHalf ? kDim / 4 : kDim / 2), "accumulator registers of an m64 x kDim tile");
   wgmma_fence_operands(o);
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < 8; ++kk) wgmma_m64n128k16_f16_rs(o, a[kk], desc_advance(v_desc, 2048 * kk));
+  for (int kk = 0; kk < 8; ++kk) {
+    const uint64_t b = desc_advance(v_desc, 2048 * kk);
+    if constexpr (kHalf) {
+      wgmma_f16acc_rs_mn<kDim>(o, a[kk], b);
+    } else if constexpr (kDim == 128) {
+      wgmma_m64n128k16_f16_rs(o, a[kk], b);
+    } else {
+      wgmma_m64n64k16_f16_rs_mn(o, a[kk], b);
+    }
+  }
   wgmma_commit();
 }
 

@@ -282,7 +282,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
         if constexpr (kQ8InRegisters) {
           wgmma_scores_s8_d128_rs(acc, q8_frag, k_desc);
         } else {
-          wgmma_scores_s8_d128(acc, q8_desc, k_desc);
+          wgmma_scores_s8<128>(acc, q8_desc, k_desc);
         }
         load_code_items(v8_ptr, tid, v_codes);
         wgmma_wait_all();
@@ -316,7 +316,7 @@ __global__ void __launch_bounds__(128, kDecodeWgmmaCtasPerSm)
         store_half_items(smem + stage * Smem::kStageBytes, tid, k_codes);
         fence_proxy_async_shared();
         __syncthreads();
-        wgmma_scores_f16_d128(x, q16_desc, Smem::kHalfBlock, k_desc, Smem::kHalfBlock);
+        wgmma_scores_f16<128>(x, q16_desc, Smem::kHalfBlock, k_desc, Smem::kHalfBlock);
         store_half_items(smem + Smem::kV16, tid, v_codes);
         wgmma_wait_all();
         wgmma_fence_operands(x);

@@ -1,7 +1,8 @@
 #pragma once
 // The output accumulator O of the online softmax, in fp32 (accum fp32) or packed fp16 (accum
 // fp16: the PV MMA accumulates in fp16, so O is rounded after every 16-key step as the emulator
-// models). Fragments: [row slice][n8 output fragment], rows lane/4 and lane/4 + 8.
+// models). Fragments: [row slice][n8 output fragment], rows lane/4 and lane/4 + 8: the layout of
+// mma.sync's C and, with one row slice, of wgmma's m64 accumulator.
 #include <cuda_fp16.h>
 
 #include <cstdint>
@@ -53,6 +54,12 @@ struct OutputAccumulator<Cfg, false> {
   __device__ __forceinline__ float2 pair(int mi, int ni, int e) const {
     return make_float2(c[mi][ni][e], c[mi][ni][e + 1]);
   }
+
+  // The registers as a wgmma m64 accumulator (one row slice: the fragments in wgmma's order).
+  __device__ __forceinline__ float (&wgmma_registers())[4 * Cfg::kDimFrags] {
+    static_assert(Cfg::kRowSlices == 1, "a wgmma accumulator is one row slice per warp");
+    return reinterpret_cast<float(&)[4 * Cfg::kDimFrags]>(c);
+  }
 };
 
 template <class Cfg>
@@ -91,6 +98,12 @@ struct OutputAccumulator<Cfg, true> {
 
   __device__ __forceinline__ float2 pair(int mi, int ni, int e) const {
     return __half22float2(*reinterpret_cast<const __half2*>(&c[mi][ni][e >> 1]));
+  }
+
+  // The registers as a wgmma m64 f16 accumulator (f16x2 pairs in the order of the fp32 fragment).
+  __device__ __forceinline__ uint32_t (&wgmma_registers())[2 * Cfg::kDimFrags] {
+    static_assert(Cfg::kRowSlices == 1, "a wgmma accumulator is one row slice per warp");
+    return reinterpret_cast<uint32_t(&)[2 * Cfg::kDimFrags]>(c);
   }
 };
 

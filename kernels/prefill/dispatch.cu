@@ -105,24 +105,26 @@ void launch(const PrefillParams& p, void* stream, const std::string& context) {
   const LaunchShape shape = launch_shape(p);
   const bool accum_half = p.numerics.accum == AccumPrecision::fp16;
   if (p.mainloop == PrefillMainloop::warp_specialized) {
-    require(p.d == 128 && !accum_half && kPaths != ScorePaths::routed_on_the_fly && p.total_q < kWsMaxTokens &&
-                p.total_k < kWsMaxTokens,
-            context,
-            "the warp_specialized mainloop needs d=128, fp32 accumulation, flash_fp16 or quantize_once and fewer "
-            "than 2^31 tokens per tensor");
-  }
-  if (p.d == 64) {
+    require(kPaths != ScorePaths::routed_on_the_fly && p.total_q < kWsMaxTokens && p.total_k < kWsMaxTokens, context,
+            "the warp_specialized mainloop needs flash_fp16 or quantize_once and fewer than 2^31 tokens per tensor");
+    if constexpr (kPaths != ScorePaths::routed_on_the_fly) {
+      const PrefillTensors tensors{p.total_q, p.total_k};
+      if (p.d == 64) {
+        accum_half ? launch_prefill_ws<64, kPaths, true>(k, tensors, shape, p.uniform_steps, stream, context)
+                   : launch_prefill_ws<64, kPaths, false>(k, tensors, shape, p.uniform_steps, stream, context);
+      } else {
+        accum_half ? launch_prefill_ws<128, kPaths, true>(k, tensors, shape, p.uniform_steps, stream, context)
+                   : launch_prefill_ws<128, kPaths, false>(k, tensors, shape, p.uniform_steps, stream, context);
+      }
+    }
+  } else if (p.d == 64) {
     accum_half ? launch_prefill<64, kPaths, true>(k, shape, stream, context)
                : launch_prefill<64, kPaths, false>(k, shape, stream, context);
   } else if (accum_half) {
     launch_prefill<128, kPaths, true>(k, shape, stream, context);
-  } else if (p.mainloop == PrefillMainloop::warp_specialized) {
-    if constexpr (kPaths != ScorePaths::routed_on_the_fly) {
-      launch_prefill_ws<kPaths>(k, PrefillTensors{p.total_q, p.total_k}, shape, p.uniform_steps, stream, context);
-    }
   } else {
     // d = 128, fp32 P V accumulation: the wgmma (sm_90a) kernel, which automatic takes while the
-    // warp-specialized one is not faster (choices.hpp).
+    // warp-specialized one does not serve every mode (choices.hpp).
     launch_prefill_sm90<kPaths>(k, shape, stream, context);
   }
 }

@@ -35,10 +35,11 @@ void launch_prefill(const KernelParams& params, const LaunchShape& shape, void* 
 template <ScorePaths kPaths>
 void launch_prefill_sm90(const KernelParams& params, const LaunchShape& shape, void* stream, const std::string& context);
 
-// The warp-specialized kernel (sm_90a, TMA, persistent): d = 128 with fp32 P V accumulation,
-// flash_fp16 and quantize_once, token counts below 2^31 (TMA coordinates are 32-bit).
-// uniform_steps: both key tiles of every step take one route (PrefillParams).
-template <ScorePaths kPaths>
+// The warp-specialized kernel (sm_90a, TMA, persistent): d = 64 and 128, fp32 and fp16 P V
+// accumulation (kAccumHalf), flash_fp16 and quantize_once, token counts below 2^31 (TMA
+// coordinates are 32-bit). uniform_steps: both key tiles of every step take one route
+// (PrefillParams).
+template <int kHeadDim, ScorePaths kPaths, bool kAccumHalf>
 void launch_prefill_ws(const KernelParams& params, const PrefillTensors& tensors, const LaunchShape& shape,
                        bool uniform_steps, void* stream, const std::string& context);
 

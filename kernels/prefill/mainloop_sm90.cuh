@@ -179,7 +179,7 @@ struct MainloopSm90 {
               smem + Smem::k(stage), smem + Smem::k(stage), scratch, tid);
         }
         int acc[32];
-        wgmma_scores_s8_d128(acc, q8_desc, k_desc);
+        wgmma_scores_s8<128>(acc, q8_desc, k_desc);
         wgmma_wait_all();
         wgmma_fence_operands(acc);
         // s = fp32(C) * ((scale_q * scale_log2) * scale_k), as MainloopSm80.
@@ -187,7 +187,7 @@ struct MainloopSm90 {
 #pragma unroll
         for (int i = 0; i < 32; ++i) x[i] = __fmul_rn(int8_dot_to_float(acc[i]), factor);
       } else {
-        wgmma_scores_f16_d128(x, q_desc, Smem::kQBlockBytes, k_desc, Smem::kKBlockBytes);
+        wgmma_scores_f16<128>(x, q_desc, Smem::kQBlockBytes, k_desc, Smem::kKBlockBytes);
         wgmma_wait_all();
         wgmma_fence_operands(x);
 #pragma unroll

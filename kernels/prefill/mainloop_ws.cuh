@@ -1,5 +1,5 @@
 #pragma once
-// The warp-specialized prefill mainloop (sm_90a, d = 128, prefill v3): the same routes, score
+// The warp-specialized prefill mainloop (sm_90a, d = 64 and 128, prefill v3): the same routes, score
 // products, mask and scale factors as MainloopSm90, in steps of two routing tiles (128 keys: the
 // online softmax updates once per step), the scale folded into the softmax's exponent (one FMA
 // per score, OnlineSoftmax::update_fused), with the copies taken off the consumers. The emulator
@@ -40,29 +40,33 @@
 namespace tilemix::gpu {
 
 // Parameters of the warp-specialized kernel: the common ones and the tensor maps of the TMA copies
-// (Q, K, V as 64-channel boxes of 128 bytes; Q8, K8 as 128-channel boxes; K, K8 and V boxes of one
-// routing tile of keys), built on the host.
+// (Q, K, V as 64-channel boxes of 128 bytes; Q8, K8 as boxes of all d channels, 64 or 128 bytes;
+// K, K8 and V boxes of one routing tile of keys), built on the host.
 struct KernelParamsWs {
   KernelParams p;
   CUtensorMap q, k, v, q8, k8;
   PersistentTiles tiles;
 };
 
-// [Q: two 64-channel blocks of 128 rows][Q8: 128 rows, routed only][K stage x kKStages][V stage x
-// kVStages] | barriers | K scales [kKStages][2]. A K or V stage holds a step's 128 keys as two
-// 64-channel blocks of 128 rows; an INT8-routed half h holds its K8 rows (128 channels) where the
-// first block's rows 64 h .. 64 h + 63 are, so two K8 halves make one 128-row K8 block. Every
-// block is 1024-byte aligned (the 128-byte swizzle's address bits).
+// [Q: d / 64 64-channel blocks of 128 rows][Q8: 128 rows of d bytes, routed only][K stage x
+// kKStages][V stage x kVStages] | barriers | K scales [kKStages][2]. A K or V stage holds a step's
+// 128 keys as d / 64 64-channel blocks of 128 rows; an INT8-routed half h holds its 64 K8 rows (d
+// bytes each) from byte h * kHalfBytes of the stage, where the first block's rows 64 h .. 64 h + 63
+// are, or, in the one-product instance at d = 64, from byte h * kK8HalfBytes, so that two K8 halves
+// make one 128-row K8 block (at d = 128 both offsets are the same). Every block is 1024-byte
+// aligned (the swizzles' address bits).
 template <class Cfg, bool kRouted>
 struct PrefillSmemWs {
   static constexpr int kChannelBlocks = Cfg::kHeadDim / 64;
   static constexpr int kQBlockBytes = 128 * Cfg::kBlockM;
+  static constexpr int kQ8Bytes = Cfg::kHeadDim * Cfg::kBlockM;
+  static constexpr int kK8HalfBytes = Cfg::kHeadDim * Cfg::kRouteTileN;  // one routing tile of K8
   static constexpr int kHalfBytes = 128 * Cfg::kRouteTileN;  // one routing tile's rows of a block
   static constexpr int kBlockBytes = 128 * Cfg::kBlockN;     // a step's rows of a block
   static constexpr int kStageBytes = kChannelBlocks * kBlockBytes;
   static constexpr int kQ = 0;
   static constexpr int kQ8 = kQ + kChannelBlocks * kQBlockBytes;
-  static constexpr int kFirstK = kQ8 + (kRouted ? kQBlockBytes : 0);
+  static constexpr int kFirstK = kQ8 + (kRouted ? kQ8Bytes : 0);
   static constexpr int kFirstV = kFirstK + Cfg::kKStages * kStageBytes;
   static constexpr int kBarriers = kFirstV + Cfg::kVStages * kStageBytes;
   // k_full[s], k_empty[s], v_full[s], v_empty[s], q_full, q_empty
@@ -70,7 +74,8 @@ struct PrefillSmemWs {
   static constexpr int kKScales = kBarriers + 8 * kBarrierCount;
   static constexpr int kBytes = kKScales + 4 * 2 * Cfg::kKStages;
   static constexpr int kAllocBytes = kBytes + 1024;  // the base is aligned at run time
-  static_assert(Cfg::kHeadDim == 128, "Q8 and K8 rows are one 128-byte block");
+  static_assert(Cfg::kHeadDim == 64 || Cfg::kHeadDim == 128, "Q8 and K8 rows are one 64- or 128-byte swizzled row");
+  static_assert(kFirstK % 1024 == 0, "K stages start 1024-byte aligned");
   static_assert(Cfg::kBlockN == 2 * Cfg::kRouteTileN, "a step is two routing tiles");
   static_assert(kAllocBytes <= 227 * 1024, "a CTA may use 227 KB of shared memory");
 
@@ -143,8 +148,8 @@ struct StepRoutes {
 
 // kUniformSteps: the two halves of every step take one path (flash_fp16, or a plan whose steps
 // never mix routes: PrefillParams::uniform_steps), so a step's scores are one m64n128 product;
-// otherwise one m64n64 product per half.
-template <class Cfg, ScorePaths kPaths, bool kUniformSteps>
+// otherwise one m64n64 product per half. kHalfAccum: P V accumulates in fp16 (accum fp16).
+template <class Cfg, ScorePaths kPaths, bool kUniformSteps, bool kHalfAccum>
 struct MainloopWs {
   static_assert(kPaths != ScorePaths::routed_on_the_fly, "on_the_fly runs on MainloopSm90");
   static constexpr bool kRouted = kPaths != ScorePaths::fp16;
@@ -156,6 +161,8 @@ struct MainloopWs {
   using VRing = RingPosition<Cfg::kVStages>;
   static constexpr int D = Cfg::kHeadDim;
   static constexpr int kHalfN = Cfg::kRouteTileN;
+  // Where an INT8-routed half's K8 rows start in a K stage (PrefillSmemWs).
+  static constexpr int kK8HalfOffset = kUniformSteps ? Smem::kK8HalfBytes : Smem::kHalfBytes;
 
   // Barrier arrivals: the producer's one arrive.expect_tx per fill; one arrive per consumer warp
   // per release.
@@ -201,7 +208,7 @@ struct MainloopWs {
       mbarrier_wait(Smem::q_empty(smem), q_parity ^ 1u);
       const bool q8 = kPaths == ScorePaths::routed_quantize_once && routing.any_int8;
       mbarrier_arrive_expect_tx(Smem::q_full(smem), Smem::kChannelBlocks * Smem::kQBlockBytes +
-                                                        (q8 ? Smem::kQBlockBytes : 0));
+                                                        (q8 ? Smem::kQ8Bytes : 0));
 #pragma unroll
       for (int c = 0; c < Smem::kChannelBlocks; ++c) {
         tma_load_3d(base + Smem::kQ + c * Smem::kQBlockBytes, &w.q, Smem::q_full(smem), 64 * c, blk.h, q_token0);
@@ -223,7 +230,7 @@ struct MainloopWs {
         const int halves = step.halves2 ? 2 : 1;
         unsigned bytes = 0;
         for (int h = 0; h < halves; ++h) {
-          bytes += step.int8[h] ? Smem::kHalfBytes : Smem::kChannelBlocks * Smem::kHalfBytes;
+          bytes += step.int8[h] ? Smem::kK8HalfBytes : Smem::kChannelBlocks * Smem::kHalfBytes;
           // The scale is stored before the arrive, whose release publishes it with the copy.
           if (kPaths == ScorePaths::routed_quantize_once && step.int8[h]) {
             *Smem::k_scale(smem, k_ring.stage, h) =
@@ -232,13 +239,13 @@ struct MainloopWs {
         }
         mbarrier_arrive_expect_tx(k_full, bytes);
         for (int h = 0; h < halves; ++h) {
-          const uint32_t dst = base + Smem::k(k_ring.stage) + h * Smem::kHalfBytes;
+          const uint32_t stage = base + Smem::k(k_ring.stage);
           if (kPaths == ScorePaths::routed_quantize_once && step.int8[h]) {
-            tma_load_3d(dst, &w.k8, k_full, 0, blk.kv_head, key + h * kHalfN);
+            tma_load_3d(stage + h * kK8HalfOffset, &w.k8, k_full, 0, blk.kv_head, key + h * kHalfN);
           } else {
 #pragma unroll
             for (int c = 0; c < Smem::kChannelBlocks; ++c) {
-              tma_load_3d(dst + c * Smem::kBlockBytes, &w.k, k_full, 64 * c, blk.kv_head, key + h * kHalfN);
+              tma_load_3d(stage + h * Smem::kHalfBytes + c * Smem::kBlockBytes, &w.k, k_full, 64 * c, blk.kv_head, key + h * kHalfN);
             }
           }
         }
@@ -270,7 +277,7 @@ struct MainloopWs {
     const int wg_row0 = (warp / 4) * 64;
     const uint32_t base = smem_address(smem);
     const uint64_t q_desc = sw128_desc(base + Smem::kQ + wg_row0 * 128);
-    const uint64_t q8_desc = sw128_desc(base + Smem::kQ8 + wg_row0 * 128);
+    const uint64_t q8_desc = int8_rows_desc<D>(base + Smem::kQ8 + wg_row0 * D);
     KRing k_ring;
     VRing v_ring;
     unsigned q_parity = 0;
@@ -289,9 +296,9 @@ struct MainloopWs {
         }
         Softmax softmax;
         softmax.init();
-        OutputAccumulator<Cfg, false> o;
+        OutputAccumulator<Cfg, kHalfAccum> o;
         o.zero();
-        float (&acc_o)[4 * Cfg::kDimFrags] = reinterpret_cast<float(&)[4 * Cfg::kDimFrags]>(o.c);
+        auto& acc_o = o.wgmma_registers();
 
         mbarrier_wait(Smem::q_full(smem), q_parity);
         q_parity ^= 1u;
@@ -321,23 +328,23 @@ struct MainloopWs {
           if constexpr (kUniformSteps) {
             // A missing second half reads a stale stage: scores the mask sets to -inf.
             if (kTileRouted && step.int8[0]) {
-              wgmma_scores_s8_d128_n128(lo, hi, q8_desc, sw128_desc(k_base));
+              wgmma_scores_s8_n128<D>(lo, hi, q8_desc, int8_rows_desc<D>(k_base));
             } else {
-              wgmma_scores_f16_d128_n128(lo, hi, q_desc, Smem::kQBlockBytes, sw128_desc(k_base), Smem::kBlockBytes);
+              wgmma_scores_f16_n128<D>(lo, hi, q_desc, Smem::kQBlockBytes, sw128_desc(k_base), Smem::kBlockBytes);
             }
             return;
           }
           if (kTileRouted && step.int8[0]) {
-            wgmma_scores_s8_d128(lo, q8_desc, sw128_desc(k_base));
+            wgmma_scores_s8<D>(lo, q8_desc, int8_rows_desc<D>(k_base));
           } else {
-            wgmma_scores_f16_d128(lo, q_desc, Smem::kQBlockBytes, sw128_desc(k_base), Smem::kBlockBytes);
+            wgmma_scores_f16<D>(lo, q_desc, Smem::kQBlockBytes, sw128_desc(k_base), Smem::kBlockBytes);
           }
           if (step.halves2) {
-            const uint32_t k_hi = k_base + Smem::kHalfBytes;
             if (kTileRouted && step.int8[1]) {
-              wgmma_scores_s8_d128(hi, q8_desc, sw128_desc(k_hi));
+              wgmma_scores_s8<D>(hi, q8_desc, int8_rows_desc<D>(k_base + kK8HalfOffset));
             } else {
-              wgmma_scores_f16_d128(hi, q_desc, Smem::kQBlockBytes, sw128_desc(k_hi), Smem::kBlockBytes);
+              wgmma_scores_f16<D>(hi, q_desc, Smem::kQBlockBytes, sw128_desc(k_base + Smem::kHalfBytes),
+                                  Smem::kBlockBytes);
             }
           }
         };
@@ -381,7 +388,7 @@ struct MainloopWs {
         const auto issue_pv = [&](int n, const VRing& at) {
           mbarrier_wait(Smem::v_full(smem, at.stage), at.parity);
           if (n == last && last_valid < Cfg::kBlockN) zero_v_rows(smem, at.stage, last_valid, tid);
-          wgmma_pv_k128(acc_o, a, sw128_desc_mn(base + Smem::v(at.stage), Smem::kBlockBytes));
+          wgmma_pv_k128<D>(acc_o, a, sw128_desc_mn(base + Smem::v(at.stage), Smem::kBlockBytes));
         };
         // P V of a step done: its V stage goes back to the producer.
         const auto finish_pv = [&](const VRing& at) {

@@ -77,7 +77,7 @@ struct PrefillConfigSm90 {
   static_assert(kBlockM == 64 * kWarpgroups, "a warpgroup owns 64 rows");
 };
 
-// The warp-specialized mainloop (sm_90a, d = 128, prefill v3): one producer warpgroup issues TMA
+// The warp-specialized mainloop (sm_90a, d = 64 and 128, prefill v3): one producer warpgroup issues TMA
 // copies, two consumer warpgroups of 64 query rows each compute the same 128-row query tile as
 // PrefillConfigSm90. A consumer step covers two routing tiles, 128 keys: each 64-key half keeps
 // its own route, K scale and copy (K8 or K), so plans and words are unchanged, while the online
@@ -85,9 +85,10 @@ struct PrefillConfigSm90 {
 // O rescale, the barrier waits and the loop overhead of 64-key steps, and where a step cannot mix
 // paths its score product is one m64n128 wgmma, which reads each Q fragment once for 128 keys.
 // One persistent CTA per SM: the registers setmaxnreg gives a consumer thread hold the scores of
-// a step in flight (64), O (64) and the previous step's P (32). Shared memory: Q 32 KB, Q8 16 KB,
-// 2 K stages and 2 V stages of 32 KB = 176 KB; K and V have their own full/empty barriers, so a K
-// stage returns to the producer once its scores landed, a step before its V does.
+// a step in flight (64), O (d / 2 floats, d / 4 with fp16 accumulation) and the previous step's P
+// (32). Shared memory at d = 128: Q 32 KB, Q8 16 KB, 2 K stages and 2 V stages of 32 KB = 176 KB
+// (half of each at d = 64); K and V have their own full/empty barriers, so a K stage returns to
+// the producer once its scores landed, a step before its V does.
 template <int kHeadDim_>
 struct PrefillConfigWs {
   static constexpr int kHeadDim = kHeadDim_;
@@ -109,13 +110,13 @@ struct PrefillConfigWs {
   // thread ptxas spilled 48-84 bytes).
   static constexpr int kProducerRegisters = 24;
   static constexpr int kConsumerRegisters = 240;
-  static_assert(kHeadDim == 128, "the warp-specialized mainloop is built for d = 128");
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "the warp-specialized mainloop is built for d = 64 and 128");
   static_assert(kBlockM == 64 * kConsumerWarpgroups, "a consumer warpgroup owns 64 rows");
 };
 
-// The emulation of a d = 128, fp32-accumulation call on `mainloop` (automatic takes wgmma,
-// choices.hpp): prefill v3 updates the softmax once per step of two routing tiles and folds the
-// scale into the exponent (OnlineSoftmax::update_fused).
+// The emulation of a call on `mainloop` (automatic takes wgmma, choices.hpp): prefill v3 updates
+// the softmax once per step of two routing tiles and folds the scale into the exponent
+// (OnlineSoftmax::update_fused), at every head dimension and accumulation it serves.
 inline PrefillEmulation emulation_of(PrefillMainloop mainloop) {
   if (mainloop != PrefillMainloop::warp_specialized) return {};
   return {PrefillConfigWs<128>::kBlockN / PrefillConfigWs<128>::kRouteTileN, true};

@@ -1,8 +1,8 @@
 // The prefill kernels against the emulator (tightly) and the exact reference, on fresh random
 // inputs: ragged lengths, varlen with length-1 and empty sequences, causal with Lq != Lk both
-// ways, GQA, d 64 and 128, every layout, both modes, both state and accumulation precisions, and
-// both d = 128 mainloops (the warp-specialized one against the emulator of its two-tile softmax
-// steps), and key smoothing.
+// ways, GQA, d 64 and 128, every layout, both modes, both state and accumulation precisions, the
+// warp-specialized mainloop beside the default ones (against the emulator of its two-tile softmax
+// steps, at both head dimensions and accumulations), and key smoothing.
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <stdexcept>
@@ -139,13 +139,10 @@ EmulatorResult emulate_ws(const AttentionShape& s, const AttentionInputs& in, co
 }
 
 TEST_CASE("the warp-specialized mainloop matches the emulator of its two-tile steps and fused scale", "[gpu][prefill]") {
-  // Every d = 128 problem above (varlen with empty and length-1 sequences, Lq < Lk, GQA 8), query
-  // tiles with no key, odd tile counts (a last step of one tile), and a batch whose tiles
-  // outnumber the SMs, so that the persistent CTAs take several work tiles.
-  std::vector<Problem> problems;
-  for (const Problem& pr : kProblems) {
-    if (pr.d == 128) problems.push_back(pr);
-  }
+  // Every problem above (varlen with empty and length-1 sequences, Lq < Lk and Lq > Lk, GQA 8, d 64
+  // and 128), query tiles with no key, odd tile counts (a last step of one tile), and a batch whose
+  // tiles outnumber the SMs, so that the persistent CTAs take several work tiles.
+  std::vector<Problem> problems = kProblems;
   problems.push_back({"causal Lq > Lk (query tiles with no key) d128", 2, 1, 128, true, {300}, {77}, InputKind::gaussian});
   problems.push_back({"non-causal varlen d128 GQA3, more tiles than SMs", 12, 4, 128, false,
                       {1500, 640, 129, 2000}, {1500, 640, 129, 2000}, InputKind::llm_like});
@@ -154,6 +151,8 @@ TEST_CASE("the warp-specialized mainloop matches the emulator of its two-tile st
   // ... unless one sequence's groups are of one tile.
   problems.push_back({"non-causal varlen d128, groups of two and one tiles", 2, 2, 128, false, {200, 130},
                       {4200, 1000}, InputKind::gaussian});
+  problems.push_back({"causal varlen d64 GQA4, groups of two and one tiles", 8, 2, 64, true, {4200, 130},
+                      {4200, 1000}, InputKind::llm_like});
   REQUIRE(gpu::prefill_emulation(PrefillMainloop::warp_specialized).softmax_tiles == 2);
   REQUIRE(gpu::prefill_emulation(PrefillMainloop::warp_specialized).fused_score_scale);
   for (const Problem& pr : problems) {
@@ -162,21 +161,25 @@ TEST_CASE("the warp-specialized mainloop matches the emulator of its two-tile st
     const ExactResult exact = exact_attention(s, in);
     GpuProblem gpu(s, in);
     gpu.set_mainloop(PrefillMainloop::warp_specialized);
-    for (StatePrecision state : {StatePrecision::fp32, StatePrecision::fp16}) {
-      INFO(pr.name << " state=" << to_string(state));
-      const KernelOutput flash = gpu.flash(numerics(state));
+    for (const auto& [state, accum] : {std::pair{StatePrecision::fp32, AccumPrecision::fp32},
+                                       std::pair{StatePrecision::fp16, AccumPrecision::fp32},
+                                       std::pair{StatePrecision::fp32, AccumPrecision::fp16},
+                                       std::pair{StatePrecision::fp16, AccumPrecision::fp16}}) {
+      INFO(pr.name << " state=" << to_string(state) << " accum=" << to_string(accum));
+      const Numerics n = numerics(state, accum);
+      const KernelOutput flash = gpu.flash(n);
       const RoutingPlan zero = uniform_plan(s, gpu::flash_geometry(pr.d), false);
-      const EmulatorResult flash_emu = emulate_ws(s, in, zero, numerics(state));
+      const EmulatorResult flash_emu = emulate_ws(s, in, zero, n);
       const Agreement fa = compare_outputs(flash, flash_emu);
       INFO("flash_fp16: " << fa.describe());
       CHECK(tight(fa, state));
       // One mainloop: with every tile on FP16 the routed kernel is the baseline, bit for bit.
-      CHECK(identical(gpu.tilemix(zero, numerics(state)), flash));
+      CHECK(identical(gpu.tilemix(zero, n), flash));
       for (LayoutKind layout : {LayoutKind::one, LayoutKind::sptrans, LayoutKind::rowrand}) {
         INFO("layout=" << to_string(layout));
         const RoutingPlan plan = layout_plan(s, gpu::tilemix_geometry(pr.d), layout, 0.5, 7);
-        const KernelOutput ws = gpu.tilemix(plan, numerics(state));
-        const EmulatorResult emu = emulate_ws(s, in, plan, numerics(state));
+        const KernelOutput ws = gpu.tilemix(plan, n);
+        const EmulatorResult emu = emulate_ws(s, in, plan, n);
         const Agreement a = compare_outputs(ws, emu);
         INFO(a.describe());
         CHECK(tight(a, state));
@@ -193,19 +196,21 @@ TEST_CASE("on the warp-specialized mainloop a flipped routing bit fails the tigh
           "[gpu][prefill][mutation]") {
   // One query tile and every other group flipped: with groups of one tile every step then has
   // mixed halves, so each half's route reaches its own product and scale; with groups of two
-  // tiles (66 key tiles) every other step of the one-product instance is rerouted.
-  for (const int64_t lk : {256, 4200}) {
-    const AttentionShape s = make_shape(2, 1, 128, false, {128}, {lk});
+  // tiles (66 key tiles) every other step of the one-product instance is rerouted. Both head
+  // dimensions (their INT8 rows differ: 128-byte and 64-byte swizzles).
+  for (const auto& [d, lk] : {std::pair{128, int64_t{256}}, std::pair{128, int64_t{4200}}, std::pair{64, int64_t{256}},
+                              std::pair{64, int64_t{4200}}}) {
+    const AttentionShape s = make_shape(2, 1, d, false, {128}, {lk});
     const AttentionInputs in = seeded_inputs(s, 43, InputKind::llm_like);
     GpuProblem gpu(s, in);
     gpu.set_mainloop(PrefillMainloop::warp_specialized);
     for (LayoutKind layout : {LayoutKind::one, LayoutKind::zero}) {
-      const RoutingPlan plan = layout_plan(s, gpu::tilemix_geometry(128), layout);
+      const RoutingPlan plan = layout_plan(s, gpu::tilemix_geometry(d), layout);
       REQUIRE(plan.tilings[0].g == (lk > 64 * 64 ? 2 : 1));
       const EmulatorResult emu = emulate_ws(s, in, plan, numerics());
       CHECK(tight(compare_outputs(gpu.tilemix(plan, numerics()), emu)));
       for (int first : {0, 1}) {
-        INFO("lk " << lk << ": flip of every other group from " << first << " in a plan of layout "
+        INFO("d " << d << " lk " << lk << ": flip of every other group from " << first << " in a plan of layout "
                    << to_string(layout));
         std::vector<uint64_t> flipped = plan.words;
         const int groups = plan.tilings[0].tmask;
@@ -252,9 +257,7 @@ TEST_CASE("tilemix with smooth_k matches the smoothed emulator on both mainloops
     spec.k_channel_bias = 8.0f;
     const AttentionInputs in = make_inputs(s, spec);
     const ExactResult exact = exact_attention(s, in);
-    std::vector<PrefillMainloop> mainloops = {PrefillMainloop::automatic};
-    if (c.d == 128) mainloops.push_back(PrefillMainloop::warp_specialized);
-    for (const PrefillMainloop mainloop : mainloops) {
+    for (const PrefillMainloop mainloop : {PrefillMainloop::automatic, PrefillMainloop::warp_specialized}) {
       GpuProblem gpu(s, in);
       gpu.set_mainloop(mainloop);
       const PrefillEmulation emulation = gpu::prefill_emulation(mainloop);
@@ -287,19 +290,14 @@ TEST_CASE("tilemix with smooth_k matches the smoothed emulator on both mainloops
 }
 
 TEST_CASE("the warp-specialized mainloop refuses what it does not serve", "[gpu][prefill]") {
-  const AttentionShape s = make_shape(2, 1, 64, true, {200}, {200});
-  const AttentionInputs in = seeded_inputs(s, 3, InputKind::gaussian);
-  GpuProblem gpu(s, in);
-  gpu.set_mainloop(PrefillMainloop::warp_specialized);
-  CHECK_THROWS_WITH(gpu.flash(numerics()), Catch::Contains("warp_specialized mainloop needs d=128"));
-  const AttentionShape s128 = make_shape(2, 1, 128, true, {200}, {200});
-  GpuProblem gpu128(s128, seeded_inputs(s128, 3, InputKind::gaussian));
-  gpu128.set_mainloop(PrefillMainloop::warp_specialized);
-  const RoutingPlan plan = layout_plan(s128, gpu::tilemix_geometry(128), LayoutKind::one, 0.0, 1);
-  CHECK_THROWS_WITH(gpu128.tilemix(plan, numerics(StatePrecision::fp32, AccumPrecision::fp32, QuantMode::on_the_fly)),
-                    Catch::Contains("warp_specialized mainloop needs d=128"));
-  CHECK_THROWS_WITH(gpu128.flash(numerics(StatePrecision::fp32, AccumPrecision::fp16)),
-                    Catch::Contains("warp_specialized mainloop needs d=128"));
+  for (int d : {64, 128}) {
+    const AttentionShape s = make_shape(2, 1, d, true, {200}, {200});
+    GpuProblem gpu(s, seeded_inputs(s, 3, InputKind::gaussian));
+    gpu.set_mainloop(PrefillMainloop::warp_specialized);
+    const RoutingPlan plan = layout_plan(s, gpu::tilemix_geometry(d), LayoutKind::one, 0.0, 1);
+    CHECK_THROWS_WITH(gpu.tilemix(plan, numerics(StatePrecision::fp32, AccumPrecision::fp32, QuantMode::on_the_fly)),
+                      Catch::Contains("warp_specialized mainloop needs flash_fp16 or quantize_once"));
+  }
 }
 
 TEST_CASE("fp16 state and fp16 accumulation follow the emulator", "[gpu][prefill]") {

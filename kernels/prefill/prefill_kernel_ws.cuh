@@ -1,7 +1,9 @@
-// The warp-specialized prefill kernel (sm_90a, prefill v3): one persistent CTA per SM, a
-// producer warpgroup and two consumer warpgroups (MainloopWs), the consumers' epilogue straight
-// from registers. Instances: d = 128, fp32 P V accumulation, flash_fp16 and tilemix quantize_once
-// (one score product per step where both tiles of every step take one route, two otherwise).
+#pragma once
+// The warp-specialized prefill kernel (sm_90a, prefill v3): one persistent CTA per SM, a producer
+// warpgroup and two consumer warpgroups (MainloopWs), the consumers' epilogue straight from
+// registers; launch_prefill_ws for the instance files (instances_ws_*.cu: d = 64 and 128, fp32
+// and fp16 P V accumulation, flash_fp16 and tilemix quantize_once, with one score product per step
+// where both tiles of every step take one route, two otherwise).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -16,11 +18,11 @@
 #include "kernels/prefill/tile_sizes.hpp"
 
 namespace tilemix::gpu {
-namespace {
+namespace ws_detail {
 
-template <class Cfg, ScorePaths kPaths, bool kUniformSteps>
+template <class Cfg, ScorePaths kPaths, bool kUniformSteps, bool kHalfAccum>
 __global__ void __launch_bounds__(Cfg::kCtaThreads, 1) prefill_kernel_ws(const __grid_constant__ KernelParamsWs w) {
-  using Mainloop = MainloopWs<Cfg, kPaths, kUniformSteps>;
+  using Mainloop = MainloopWs<Cfg, kPaths, kUniformSteps, kHalfAccum>;
   extern __shared__ __align__(1024) char smem_raw[];
   char* smem = Mainloop::Smem::align(smem_raw);
   if (threadIdx.x == 0) Mainloop::init_barriers(smem);
@@ -35,18 +37,18 @@ __global__ void __launch_bounds__(Cfg::kCtaThreads, 1) prefill_kernel_ws(const _
   }
 }
 
-int sm_count(const std::string& context) {
+inline int sm_count(const std::string& context) {
   int device = 0, sms = 0;
   TILEMIX_CUDA_CHECK(cudaGetDevice(&device), context);
   TILEMIX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), context);
   return sms;
 }
 
-template <ScorePaths kPaths, bool kUniformSteps>
+template <int kHeadDim, ScorePaths kPaths, bool kUniformSteps, bool kHalfAccum>
 void launch_instance(const KernelParams& params, const PrefillTensors& tensors, const LaunchShape& shape, void* stream,
                      const std::string& context) {
-  using Cfg = PrefillConfigWs<128>;
-  using Mainloop = MainloopWs<Cfg, kPaths, kUniformSteps>;
+  using Cfg = PrefillConfigWs<kHeadDim>;
+  using Mainloop = MainloopWs<Cfg, kPaths, kUniformSteps, kHalfAccum>;
   constexpr int D = Cfg::kHeadDim;
   KernelParamsWs w{};
   w.p = params;
@@ -54,15 +56,15 @@ void launch_instance(const KernelParams& params, const PrefillTensors& tensors, 
   w.k = make_head_tensor_map(params.k, 2, tensors.total_k, params.hk, D, params.kv_row_bytes, Cfg::kRouteTileN, 64, context);
   w.v = make_head_tensor_map(params.v, 2, tensors.total_k, params.hk, D, params.kv_row_bytes, Cfg::kRouteTileN, 64, context);
   if (kPaths == ScorePaths::routed_quantize_once && params.q8 != nullptr && params.k8 != nullptr) {
-    w.q8 = make_head_tensor_map(params.q8, 1, tensors.total_q, params.hq, D, params.q8_row_bytes, Cfg::kBlockM, 128,
+    w.q8 = make_head_tensor_map(params.q8, 1, tensors.total_q, params.hq, D, params.q8_row_bytes, Cfg::kBlockM, D,
                                 context);
-    w.k8 = make_head_tensor_map(params.k8, 1, tensors.total_k, params.hk, D, params.k8_row_bytes, Cfg::kRouteTileN, 128,
+    w.k8 = make_head_tensor_map(params.k8, 1, tensors.total_k, params.hk, D, params.k8_row_bytes, Cfg::kRouteTileN, D,
                                 context);
   }
   w.tiles = PersistentTiles{static_cast<int>(shape.query_tiles), shape.heads, shape.batch};
 
   constexpr int kSmemBytes = Mainloop::Smem::kAllocBytes;
-  const auto kernel = prefill_kernel_ws<Cfg, kPaths, kUniformSteps>;
+  const auto kernel = prefill_kernel_ws<Cfg, kPaths, kUniformSteps, kHalfAccum>;
   TILEMIX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes), context);
   const int64_t tiles = shape.query_tiles * shape.heads * shape.batch;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(tiles, sm_count(context))));
@@ -72,24 +74,18 @@ void launch_instance(const KernelParams& params, const PrefillTensors& tensors, 
                  " smem=" + std::to_string(kSmemBytes));
 }
 
-}  // namespace
+}  // namespace ws_detail
 
-template <ScorePaths kPaths>
+template <int kHeadDim, ScorePaths kPaths, bool kHalfAccum>
 void launch_prefill_ws(const KernelParams& params, const PrefillTensors& tensors, const LaunchShape& shape,
                        bool uniform_steps, void* stream, const std::string& context) {
   if constexpr (kPaths == ScorePaths::fp16) {
-    launch_instance<kPaths, true>(params, tensors, shape, stream, context);
+    ws_detail::launch_instance<kHeadDim, kPaths, true, kHalfAccum>(params, tensors, shape, stream, context);
   } else if (uniform_steps) {
-    launch_instance<kPaths, true>(params, tensors, shape, stream, context);
+    ws_detail::launch_instance<kHeadDim, kPaths, true, kHalfAccum>(params, tensors, shape, stream, context);
   } else {
-    launch_instance<kPaths, false>(params, tensors, shape, stream, context);
+    ws_detail::launch_instance<kHeadDim, kPaths, false, kHalfAccum>(params, tensors, shape, stream, context);
   }
 }
-
-template void launch_prefill_ws<ScorePaths::fp16>(const KernelParams&, const PrefillTensors&, const LaunchShape&,
-                                                  bool, void*, const std::string&);
-template void launch_prefill_ws<ScorePaths::routed_quantize_once>(const KernelParams&, const PrefillTensors&,
-                                                                  const LaunchShape&, bool, void*,
-                                                                  const std::string&);
 
 }  // namespace tilemix::gpu
