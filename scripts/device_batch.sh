@@ -11,7 +11,7 @@
 # configs/bench/NAME.json) to run. `ab` runs each AB_CONFIGS config with the base and the current
 # tilemix-bench in turn, AB_REPS (default 2) times each, in one process per run: a same-run A/B
 # (compare with scripts/ab_compare.py). `pack` moves everything in $OUT into one results.tgz (the
-# device returns a few files per call).
+# device returns a few files per call). A failing step is reported and the next one runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stage_dir=.device-bin
@@ -51,7 +51,7 @@ run_steps() {
         nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
         "$stage_dir"/tilemix-bench --list ;;
       gpu-tests)
-        "$stage_dir"/tilemix_gpu_tests 2>&1 | tee "$out"/gpu-tests.log | tail -25 ;;
+        "$stage_dir"/tilemix_gpu_tests 2>&1 | tee "$out"/gpu-tests.log | tail -25 || true ;;
       check)
         for name in ${CHECK_CONFIGS:-gpu}; do
           "$stage_dir"/tilemix-check --config configs/check/"$name".json --device gpu --fresh-inputs \
@@ -83,9 +83,11 @@ run_steps() {
             for side in base new; do
               local bin="$stage_dir"/tilemix-bench
               [[ $side == base ]] && bin="$stage_dir"/tilemix-bench-base
+              local rc=0
               "$bin" --config configs/bench/"$name".json --device gpu --format md \
-                --out "$out"/ab-"$name"-"$side$i".json > "$out"/ab-"$name"-"$side$i".md 2>"$out"/ab-"$name"-"$side$i".err
-              echo "ab $name $side$i: exit $?"
+                --out "$out"/ab-"$name"-"$side$i".json > "$out"/ab-"$name"-"$side$i".md 2>"$out"/ab-"$name"-"$side$i".err \
+                || rc=$?
+              echo "ab $name $side$i: exit $rc"
             done
           done
         done ;;
@@ -95,9 +97,10 @@ run_steps() {
         echo "packed into $out/results.tgz" ;;
       bench)
         for name in ${BENCH_CONFIGS:-quick}; do
+          local rc=0
           "$stage_dir"/tilemix-bench --config configs/bench/"$name".json --device gpu --format md \
-            --out "$out"/bench-"$name".json > "$out"/bench-"$name".md 2>"$out"/bench-"$name".err
-          echo "$name: exit $?"; tail -2 "$out"/bench-"$name".err
+            --out "$out"/bench-"$name".json > "$out"/bench-"$name".md 2>"$out"/bench-"$name".err || rc=$?
+          echo "$name: exit $rc"; tail -2 "$out"/bench-"$name".err
         done ;;
       *) echo "unknown step $step" >&2; exit 2 ;;
     esac

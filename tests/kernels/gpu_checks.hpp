@@ -77,11 +77,17 @@ inline Agreement compare_outputs(const KernelOutput& got, const EmulatorResult& 
 // Tight agreement: every element written, no NaN, the output within the tight tolerance with
 // nearly every element within two ulps (the rest are values near zero, where FP16 ulps are finer
 // than the fp32 summation noise), the same empty rows and LSE within fp32 noise. With fp16 state l
-// is rounded to fp16, and one ulp of l moves LSE by ln(1 + 2^-10) ~ 1e-3.
-inline bool tight(const Agreement& a, StatePrecision state = StatePrecision::fp32) {
+// is rounded to fp16, and one ulp of l moves LSE by ln(1 + 2^-10) ~ 1e-3. With fp16 accumulation
+// O is rounded after every 16 keys (the emulator: the k16 sum in fp32, then one rounding); where
+// the tensor core's sum rounds to the other neighbour, the one-ulp differences add up along the
+// row: at 4200 keys 0.992-0.995 of the elements stay within two ulps (wgmma, H200), at rel_l2
+// 1e-4, so the share asked there is 0.99.
+inline bool tight(const Agreement& a, StatePrecision state = StatePrecision::fp32,
+                  AccumPrecision accum = AccumPrecision::fp32) {
   const double lse_tol = state == StatePrecision::fp16 ? 2.5e-3 : 1e-4;
-  return a.unwritten == 0 && a.lse_unwritten == 0 && within(a.dev, tight_vs_emulator()) && a.within_2ulp >= 0.995 &&
-         a.lse_inf_mismatch == 0 && a.max_lse_diff < lse_tol;
+  const double close_share = accum == AccumPrecision::fp16 ? 0.99 : 0.995;
+  return a.unwritten == 0 && a.lse_unwritten == 0 && within(a.dev, tight_vs_emulator()) &&
+         a.within_2ulp >= close_share && a.lse_inf_mismatch == 0 && a.max_lse_diff < lse_tol;
 }
 
 // Kernel vs exact reference, relative to the emulator's own distance from it: the kernel may not

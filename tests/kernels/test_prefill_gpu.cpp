@@ -172,7 +172,7 @@ TEST_CASE("the warp-specialized mainloop matches the emulator of its two-tile st
       const EmulatorResult flash_emu = emulate_ws(s, in, zero, n);
       const Agreement fa = compare_outputs(flash, flash_emu);
       INFO("flash_fp16: " << fa.describe());
-      CHECK(tight(fa, state));
+      CHECK(tight(fa, state, accum));
       // One mainloop: with every tile on FP16 the routed kernel is the baseline, bit for bit.
       CHECK(identical(gpu.tilemix(zero, n), flash));
       for (LayoutKind layout : {LayoutKind::one, LayoutKind::sptrans, LayoutKind::rowrand}) {
@@ -182,7 +182,7 @@ TEST_CASE("the warp-specialized mainloop matches the emulator of its two-tile st
         const EmulatorResult emu = emulate_ws(s, in, plan, n);
         const Agreement a = compare_outputs(ws, emu);
         INFO(a.describe());
-        CHECK(tight(a, state));
+        CHECK(tight(a, state, accum));
         std::string why;
         const bool accurate = as_accurate_as_emulator(ws, emu, exact, &why);
         INFO(why);
@@ -313,12 +313,12 @@ TEST_CASE("fp16 state and fp16 accumulation follow the emulator", "[gpu][prefill
         const KernelOutput once = gpu.tilemix(plan, numerics(state, accum));
         const Agreement a = compare_outputs(once, emu);
         INFO(a.describe());
-        CHECK(tight(a, state));
+        CHECK(tight(a, state, accum));
         CHECK(identical(once, gpu.tilemix(plan, numerics(state, accum, QuantMode::on_the_fly))));
         const RoutingPlan zero = uniform_plan(s, gpu::flash_geometry(d), false);
         const Agreement f = compare_outputs(gpu.flash(numerics(state, accum)), emulate(s, in, zero, numerics(state, accum)));
         INFO("flash_fp16: " << f.describe());
-        CHECK(tight(f, state));
+        CHECK(tight(f, state, accum));
       }
     }
   }
