@@ -641,10 +641,6 @@ CaseSpec read_case(const json& merged, const Origins& origins, const Context& ct
                                                         {"wgmma", PrefillMainloop::wgmma},
                                                         {"warp_specialized", PrefillMainloop::warp_specialized}},
                                                        spec.prefill_mainloop);
-    if (spec.prefill_mainloop == PrefillMainloop::warp_specialized && nu.mode != QuantMode::quantize_once) {
-      throw InputError(r.where("mainloop"), "warp_specialized needs mode quantize_once (got mode " +
-                                                std::string(to_string(nu.mode)) + ")");
-    }
   }
   if (kind == CaseKind::model) {
     ModelCaseSpec& mc = spec.model.emplace();

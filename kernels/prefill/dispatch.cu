@@ -105,17 +105,15 @@ void launch(const PrefillParams& p, void* stream, const std::string& context) {
   const LaunchShape shape = launch_shape(p);
   const bool accum_half = p.numerics.accum == AccumPrecision::fp16;
   if (p.mainloop == PrefillMainloop::warp_specialized) {
-    require(kPaths != ScorePaths::routed_on_the_fly && p.total_q < kWsMaxTokens && p.total_k < kWsMaxTokens, context,
-            "the warp_specialized mainloop needs flash_fp16 or quantize_once and fewer than 2^31 tokens per tensor");
-    if constexpr (kPaths != ScorePaths::routed_on_the_fly) {
-      const PrefillTensors tensors{p.total_q, p.total_k};
-      if (p.d == 64) {
-        accum_half ? launch_prefill_ws<64, kPaths, true>(k, tensors, shape, p.uniform_steps, stream, context)
-                   : launch_prefill_ws<64, kPaths, false>(k, tensors, shape, p.uniform_steps, stream, context);
-      } else {
-        accum_half ? launch_prefill_ws<128, kPaths, true>(k, tensors, shape, p.uniform_steps, stream, context)
-                   : launch_prefill_ws<128, kPaths, false>(k, tensors, shape, p.uniform_steps, stream, context);
-      }
+    require(p.total_q < kWsMaxTokens && p.total_k < kWsMaxTokens, context,
+            "the warp_specialized mainloop needs fewer than 2^31 tokens per tensor");
+    const PrefillTensors tensors{p.total_q, p.total_k};
+    if (p.d == 64) {
+      accum_half ? launch_prefill_ws<64, kPaths, true>(k, tensors, shape, p.uniform_steps, stream, context)
+                 : launch_prefill_ws<64, kPaths, false>(k, tensors, shape, p.uniform_steps, stream, context);
+    } else {
+      accum_half ? launch_prefill_ws<128, kPaths, true>(k, tensors, shape, p.uniform_steps, stream, context)
+                 : launch_prefill_ws<128, kPaths, false>(k, tensors, shape, p.uniform_steps, stream, context);
     }
   } else if (p.d == 64) {
     accum_half ? launch_prefill<64, kPaths, true>(k, shape, stream, context)

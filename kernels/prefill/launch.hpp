@@ -36,8 +36,8 @@ template <ScorePaths kPaths>
 void launch_prefill_sm90(const KernelParams& params, const LaunchShape& shape, void* stream, const std::string& context);
 
 // The warp-specialized kernel (sm_90a, TMA, persistent): d = 64 and 128, fp32 and fp16 P V
-// accumulation (kAccumHalf), flash_fp16 and quantize_once, token counts below 2^31 (TMA
-// coordinates are 32-bit). uniform_steps: both key tiles of every step take one route
+// accumulation (kAccumHalf), every score path, token counts below 2^31 (TMA coordinates are
+// 32-bit). uniform_steps: both key tiles of every step take one route
 // (PrefillParams).
 template <int kHeadDim, ScorePaths kPaths, bool kAccumHalf>
 void launch_prefill_ws(const KernelParams& params, const PrefillTensors& tensors, const LaunchShape& shape,

@@ -8,13 +8,16 @@
 //   INT8-routed) by TMA into their buffers once the consumers released them; per step, into the
 //   next free K stage, per half K8 for an INT8-routed tile (quantize_once: half the bytes of K) or
 //   K, the half's K scale beside it; then both halves of V into the next free V stage. The route
-//   bit decides the copy.
+//   bit decides the copy. on_the_fly copies Q and K alone, and the warpgroup's other three warps
+//   (the quantizers) code Q8 and each INT8-routed half's K8 from them (quantize_ws.cuh) before
+//   they hand the stage to the consumers, so no consumer waits for a quantization of its own.
 //   Consumer warpgroups (64 query rows each): per step, wait for the K stage, S = Q K^T or
 //   Q8 K8^T per half (wgmma from shared memory), release the K stage once the scores landed, mask,
 //   softmax, O += P V, release the V stage; a step's P V runs under the next step's score product
 //   and softmax.
 // Every K and V stage has a full and an empty mbarrier (kernels/common/pipeline.cuh); Q has its own
-// pair. No CTA barrier in the loop: the warpgroups meet only on the work tile's partial last step,
+// pair; on_the_fly adds a `loaded` barrier per K stage and for Q (the copy landed, the quantizers
+// may read it), and `full` then counts the quantizer warps. No CTA barrier in the loop: the warpgroups meet only on the work tile's partial last step,
 // whose V rows past the tile's keys are zeroed before P V, so that only the sequence's own values
 // reach O even where the rows past it are not finite.
 #include <cuda.h>
@@ -33,6 +36,7 @@
 #include "kernels/prefill/launch.hpp"
 #include "kernels/prefill/mask.cuh"
 #include "kernels/prefill/params.cuh"
+#include "kernels/prefill/quantize_ws.cuh"
 #include "kernels/prefill/softmax.cuh"
 #include "kernels/prefill/tile_scheduler.cuh"
 #include "kernels/quant/int8_codes.cuh"
@@ -49,14 +53,18 @@ struct KernelParamsWs {
 };
 
 // [Q: d / 64 64-channel blocks of 128 rows][Q8: 128 rows of d bytes, routed only][K stage x
-// kKStages][V stage x kVStages] | barriers | K scales [kKStages][2]. A K or V stage holds a step's
+// kKStages][V stage x kVStages][on_the_fly: K8 stage x kKStages] | barriers | K scales
+// [kKStages][2] | Q scale | the quantizers' scratch. A K or V stage holds a step's
 // 128 keys as d / 64 64-channel blocks of 128 rows; an INT8-routed half h holds its 64 K8 rows (d
 // bytes each) from byte h * kHalfBytes of the stage, where the first block's rows 64 h .. 64 h + 63
 // are, or, in the one-product instance at d = 64, from byte h * kK8HalfBytes, so that two K8 halves
-// make one 128-row K8 block (at d = 128 both offsets are the same). Every block is 1024-byte
-// aligned (the swizzles' address bits).
-template <class Cfg, bool kRouted>
+// make one 128-row K8 block (at d = 128 both offsets are the same). on_the_fly keeps the K8 halves
+// of stage s in K8 stage s (half h from byte h * kK8HalfBytes), apart from the FP16 rows they are
+// coded from. Every block is 1024-byte aligned (the swizzles' address bits).
+template <class Cfg, ScorePaths kPaths>
 struct PrefillSmemWs {
+  static constexpr bool kRouted = kPaths != ScorePaths::fp16;
+  static constexpr bool kOnTheFly = kPaths == ScorePaths::routed_on_the_fly;
   static constexpr int kChannelBlocks = Cfg::kHeadDim / 64;
   static constexpr int kQBlockBytes = 128 * Cfg::kBlockM;
   static constexpr int kQ8Bytes = Cfg::kHeadDim * Cfg::kBlockM;
@@ -68,11 +76,15 @@ struct PrefillSmemWs {
   static constexpr int kQ8 = kQ + kChannelBlocks * kQBlockBytes;
   static constexpr int kFirstK = kQ8 + (kRouted ? kQ8Bytes : 0);
   static constexpr int kFirstV = kFirstK + Cfg::kKStages * kStageBytes;
-  static constexpr int kBarriers = kFirstV + Cfg::kVStages * kStageBytes;
-  // k_full[s], k_empty[s], v_full[s], v_empty[s], q_full, q_empty
-  static constexpr int kBarrierCount = 2 * Cfg::kKStages + 2 * Cfg::kVStages + 2;
+  static constexpr int kFirstK8 = kFirstV + Cfg::kVStages * kStageBytes;
+  static constexpr int kK8StageBytes = 2 * kK8HalfBytes;
+  static constexpr int kBarriers = kFirstK8 + (kOnTheFly ? Cfg::kKStages * kK8StageBytes : 0);
+  // k_full[s], k_empty[s], v_full[s], v_empty[s], k_loaded[s], q_full, q_empty, q_loaded
+  static constexpr int kBarrierCount = 3 * Cfg::kKStages + 2 * Cfg::kVStages + 3;
   static constexpr int kKScales = kBarriers + 8 * kBarrierCount;
-  static constexpr int kBytes = kKScales + 4 * 2 * Cfg::kKStages;
+  static constexpr int kQScale = kKScales + 4 * 2 * Cfg::kKStages;
+  static constexpr int kScratch = kQScale + 4;
+  static constexpr int kBytes = kScratch + 4 * Cfg::kQuantizerWarps;
   static constexpr int kAllocBytes = kBytes + 1024;  // the base is aligned at run time
   static_assert(Cfg::kHeadDim == 64 || Cfg::kHeadDim == 128, "Q8 and K8 rows are one 64- or 128-byte swizzled row");
   static_assert(kFirstK % 1024 == 0, "K stages start 1024-byte aligned");
@@ -84,6 +96,11 @@ struct PrefillSmemWs {
     return raw + ((1024u - misalign) & 1023u);
   }
   __device__ __forceinline__ static int k(int stage) { return kFirstK + stage * kStageBytes; }
+  // Where stage `stage`'s K8 rows are: in the K stage (quantize_once's TMA copies) or in its own
+  // K8 stage (on_the_fly's codes).
+  __device__ __forceinline__ static int k8(int stage) {
+    return kOnTheFly ? kFirstK8 + stage * kK8StageBytes : k(stage);
+  }
   __device__ __forceinline__ static int v(int stage) { return kFirstV + stage * kStageBytes; }
   __device__ __forceinline__ static uint64_t* barrier(char* smem, int i) {
     return reinterpret_cast<uint64_t*>(smem + kBarriers) + i;
@@ -96,8 +113,20 @@ struct PrefillSmemWs {
   __device__ __forceinline__ static uint64_t* v_empty(char* smem, int s) {
     return barrier(smem, 2 * Cfg::kKStages + Cfg::kVStages + s);
   }
-  __device__ __forceinline__ static uint64_t* q_full(char* smem) { return barrier(smem, kBarrierCount - 2); }
-  __device__ __forceinline__ static uint64_t* q_empty(char* smem) { return barrier(smem, kBarrierCount - 1); }
+  __device__ __forceinline__ static uint64_t* k_loaded(char* smem, int s) {
+    return barrier(smem, 2 * Cfg::kKStages + 2 * Cfg::kVStages + s);
+  }
+  __device__ __forceinline__ static uint64_t* q_full(char* smem) { return barrier(smem, kBarrierCount - 3); }
+  __device__ __forceinline__ static uint64_t* q_empty(char* smem) { return barrier(smem, kBarrierCount - 2); }
+  __device__ __forceinline__ static uint64_t* q_loaded(char* smem) { return barrier(smem, kBarrierCount - 1); }
+  // Where the copies of Q and of a K stage signal that they landed: `full` itself, or on_the_fly's
+  // `loaded`, after which the quantizers signal `full`.
+  __device__ __forceinline__ static uint64_t* q_landed(char* smem) { return kOnTheFly ? q_loaded(smem) : q_full(smem); }
+  __device__ __forceinline__ static uint64_t* k_landed(char* smem, int s) {
+    return kOnTheFly ? k_loaded(smem, s) : k_full(smem, s);
+  }
+  __device__ __forceinline__ static float* q_scale(char* smem) { return reinterpret_cast<float*>(smem + kQScale); }
+  __device__ __forceinline__ static float* scratch(char* smem) { return reinterpret_cast<float*>(smem + kScratch); }
   __device__ __forceinline__ static float* k_scale(char* smem, int stage, int half) {
     return reinterpret_cast<float*>(smem + kKScales) + 2 * stage + half;
   }
@@ -151,32 +180,39 @@ struct StepRoutes {
 // otherwise one m64n64 product per half. kHalfAccum: P V accumulates in fp16 (accum fp16).
 template <class Cfg, ScorePaths kPaths, bool kUniformSteps, bool kHalfAccum>
 struct MainloopWs {
-  static_assert(kPaths != ScorePaths::routed_on_the_fly, "on_the_fly runs on MainloopSm90");
   static constexpr bool kRouted = kPaths != ScorePaths::fp16;
+  static constexpr bool kOnceCopies = kPaths == ScorePaths::routed_quantize_once;  // TMA brings Q8 and K8
+  static constexpr bool kOnTheFly = kPaths == ScorePaths::routed_on_the_fly;
   static constexpr const char* kLaunchName = "launch of prefill_kernel_ws (warp-specialized mainloop)";
-  using Smem = PrefillSmemWs<Cfg, kRouted>;
+  using Smem = PrefillSmemWs<Cfg, kPaths>;
   using Softmax = OnlineSoftmax<Cfg::kRowSlices, Cfg::kKeyFrags>;
   using Scores = float[Cfg::kRowSlices][Cfg::kKeyFrags][4];
   using KRing = RingPosition<Cfg::kKStages>;
   using VRing = RingPosition<Cfg::kVStages>;
   static constexpr int D = Cfg::kHeadDim;
   static constexpr int kHalfN = Cfg::kRouteTileN;
-  // Where an INT8-routed half's K8 rows start in a K stage (PrefillSmemWs).
-  static constexpr int kK8HalfOffset = kUniformSteps ? Smem::kK8HalfBytes : Smem::kHalfBytes;
+  // Where an INT8-routed half's K8 rows start in Smem::k8 (PrefillSmemWs).
+  static constexpr int kK8HalfOffset = kUniformSteps || kOnTheFly ? Smem::kK8HalfBytes : Smem::kHalfBytes;
+  static constexpr int kQuantizerThreads = 32 * Cfg::kQuantizerWarps;
+  static constexpr unsigned kQuantizerBarrier = 2;  // named barrier 1: zero_v_rows
 
-  // Barrier arrivals: the producer's one arrive.expect_tx per fill; one arrive per consumer warp
-  // per release.
+  // Barrier arrivals: the producer's one arrive.expect_tx per fill (on_the_fly: of Q and K into
+  // `loaded`, then one arrive per quantizer warp into `full`); one arrive per consumer warp per
+  // release.
   __device__ __forceinline__ static void init_barriers(char* smem) {
+    const unsigned full_arrivals = kOnTheFly ? Cfg::kQuantizerWarps : 1;
     for (int s = 0; s < Cfg::kKStages; ++s) {
-      mbarrier_init(Smem::k_full(smem, s), 1);
+      mbarrier_init(Smem::k_full(smem, s), full_arrivals);
       mbarrier_init(Smem::k_empty(smem, s), Cfg::kWarps);
+      mbarrier_init(Smem::k_loaded(smem, s), 1);
     }
     for (int s = 0; s < Cfg::kVStages; ++s) {
       mbarrier_init(Smem::v_full(smem, s), 1);
       mbarrier_init(Smem::v_empty(smem, s), Cfg::kWarps);
     }
-    mbarrier_init(Smem::q_full(smem), 1);
+    mbarrier_init(Smem::q_full(smem), full_arrivals);
     mbarrier_init(Smem::q_empty(smem), Cfg::kWarps);
+    mbarrier_init(Smem::q_loaded(smem), 1);
     fence_barrier_init();
   }
 
@@ -189,7 +225,7 @@ struct MainloopWs {
     tma_prefetch_descriptor(&w.q);
     tma_prefetch_descriptor(&w.k);
     tma_prefetch_descriptor(&w.v);
-    if constexpr (kRouted) {
+    if constexpr (kOnceCopies) {
       tma_prefetch_descriptor(&w.q8);
       tma_prefetch_descriptor(&w.k8);
     }
@@ -206,15 +242,15 @@ struct MainloopWs {
 
       // Q (and Q8) once the consumers are done with the previous tile's.
       mbarrier_wait(Smem::q_empty(smem), q_parity ^ 1u);
-      const bool q8 = kPaths == ScorePaths::routed_quantize_once && routing.any_int8;
-      mbarrier_arrive_expect_tx(Smem::q_full(smem), Smem::kChannelBlocks * Smem::kQBlockBytes +
-                                                        (q8 ? Smem::kQ8Bytes : 0));
+      const bool q8 = kOnceCopies && routing.any_int8;
+      uint64_t* q_landed = Smem::q_landed(smem);
+      mbarrier_arrive_expect_tx(q_landed, Smem::kChannelBlocks * Smem::kQBlockBytes + (q8 ? Smem::kQ8Bytes : 0));
 #pragma unroll
       for (int c = 0; c < Smem::kChannelBlocks; ++c) {
-        tma_load_3d(base + Smem::kQ + c * Smem::kQBlockBytes, &w.q, Smem::q_full(smem), 64 * c, blk.h, q_token0);
+        tma_load_3d(base + Smem::kQ + c * Smem::kQBlockBytes, &w.q, q_landed, 64 * c, blk.h, q_token0);
       }
-      if constexpr (kRouted) {
-        if (q8) tma_load_3d(base + Smem::kQ8, &w.q8, Smem::q_full(smem), 0, blk.h, q_token0);
+      if constexpr (kOnceCopies) {
+        if (q8) tma_load_3d(base + Smem::kQ8, &w.q8, q_landed, 0, blk.h, q_token0);
       }
       q_parity ^= 1u;
 
@@ -226,26 +262,27 @@ struct MainloopWs {
         // K: per half, K8 for an INT8-routed tile (its scale beside it) or K; no copy for a half
         // past the tile's keys (the mask sets its scores to -inf).
         mbarrier_wait(Smem::k_empty(smem, k_ring.stage), k_ring.parity ^ 1u);
-        uint64_t* k_full = Smem::k_full(smem, k_ring.stage);
+        uint64_t* k_landed = Smem::k_landed(smem, k_ring.stage);
         const int halves = step.halves2 ? 2 : 1;
         unsigned bytes = 0;
         for (int h = 0; h < halves; ++h) {
-          bytes += step.int8[h] ? Smem::kK8HalfBytes : Smem::kChannelBlocks * Smem::kHalfBytes;
+          bytes += kOnceCopies && step.int8[h] ? Smem::kK8HalfBytes : Smem::kChannelBlocks * Smem::kHalfBytes;
           // The scale is stored before the arrive, whose release publishes it with the copy.
-          if (kPaths == ScorePaths::routed_quantize_once && step.int8[h]) {
+          if (kOnceCopies && step.int8[h]) {
             *Smem::k_scale(smem, k_ring.stage, h) =
                 p.k_scale[(p.k_block_offset[blk.b] + 2 * n + h) * p.hk + blk.kv_head];
           }
         }
-        mbarrier_arrive_expect_tx(k_full, bytes);
+        mbarrier_arrive_expect_tx(k_landed, bytes);
         for (int h = 0; h < halves; ++h) {
           const uint32_t stage = base + Smem::k(k_ring.stage);
-          if (kPaths == ScorePaths::routed_quantize_once && step.int8[h]) {
-            tma_load_3d(stage + h * kK8HalfOffset, &w.k8, k_full, 0, blk.kv_head, key + h * kHalfN);
+          if (kOnceCopies && step.int8[h]) {
+            tma_load_3d(stage + h * kK8HalfOffset, &w.k8, k_landed, 0, blk.kv_head, key + h * kHalfN);
           } else {
 #pragma unroll
             for (int c = 0; c < Smem::kChannelBlocks; ++c) {
-              tma_load_3d(stage + h * Smem::kHalfBytes + c * Smem::kBlockBytes, &w.k, k_full, 64 * c, blk.kv_head, key + h * kHalfN);
+              tma_load_3d(stage + h * Smem::kHalfBytes + c * Smem::kBlockBytes, &w.k, k_landed, 64 * c, blk.kv_head,
+                          key + h * kHalfN);
             }
           }
         }
@@ -290,10 +327,6 @@ struct MainloopWs {
       // no INT8-routed key tile decodes no route and selects no scale, as flash_fp16 does.
       const auto tile = [&](auto routed) {
         constexpr bool kTileRouted = decltype(routed)::value;
-        float q_factor = 0.0f;  // scale_q * scale_log2 (the query tile is one Q scale block)
-        if (kTileRouted && routing.any_int8) {
-          q_factor = __fmul_rn(p.q_scale[(p.q_block_offset[blk.b] + blk.m) * p.hq + blk.h], p.scale_log2);
-        }
         Softmax softmax;
         softmax.init();
         OutputAccumulator<Cfg, kHalfAccum> o;
@@ -302,6 +335,12 @@ struct MainloopWs {
 
         mbarrier_wait(Smem::q_full(smem), q_parity);
         q_parity ^= 1u;
+        float q_factor = 0.0f;  // scale_q * scale_log2 (the query tile is one Q scale block)
+        if (kTileRouted && routing.any_int8) {
+          const float q_scale =
+              kOnTheFly ? *Smem::q_scale(smem) : p.q_scale[(p.q_block_offset[blk.b] + blk.m) * p.hq + blk.h];
+          q_factor = __fmul_rn(q_scale, p.scale_log2);
+        }
         TileRoutes routes(routing.word, routing.group, 0);
         const int last = steps(blk) - 1;
         // Keys of the last step whose V rows stay: those of the sequence and of the tile's key tiles.
@@ -320,7 +359,7 @@ struct MainloopWs {
         const auto issue_scores = [&](int n, const KRing& at, uint32_t (&lo)[32], uint32_t (&hi)[32]) {
           step.template next<kTileRouted>(routes, blk, n);
           mbarrier_wait(Smem::k_full(smem, at.stage), at.parity);
-          const uint32_t k_base = base + Smem::k(at.stage);
+          const uint32_t k_base = base + Smem::k(at.stage), k8_base = base + Smem::k8(at.stage);
           if (kTileRouted) {
             if (step.int8[0]) k_scale[0] = *Smem::k_scale(smem, at.stage, 0);
             if (step.int8[1]) k_scale[1] = *Smem::k_scale(smem, at.stage, 1);
@@ -328,20 +367,20 @@ struct MainloopWs {
           if constexpr (kUniformSteps) {
             // A missing second half reads a stale stage: scores the mask sets to -inf.
             if (kTileRouted && step.int8[0]) {
-              wgmma_scores_s8_n128<D>(lo, hi, q8_desc, int8_rows_desc<D>(k_base));
+              wgmma_scores_s8_n128<D>(lo, hi, q8_desc, int8_rows_desc<D>(k8_base));
             } else {
               wgmma_scores_f16_n128<D>(lo, hi, q_desc, Smem::kQBlockBytes, sw128_desc(k_base), Smem::kBlockBytes);
             }
             return;
           }
           if (kTileRouted && step.int8[0]) {
-            wgmma_scores_s8<D>(lo, q8_desc, int8_rows_desc<D>(k_base));
+            wgmma_scores_s8<D>(lo, q8_desc, int8_rows_desc<D>(k8_base));
           } else {
             wgmma_scores_f16<D>(lo, q_desc, Smem::kQBlockBytes, sw128_desc(k_base), Smem::kBlockBytes);
           }
           if (step.halves2) {
             if (kTileRouted && step.int8[1]) {
-              wgmma_scores_s8<D>(hi, q8_desc, int8_rows_desc<D>(k_base + kK8HalfOffset));
+              wgmma_scores_s8<D>(hi, q8_desc, int8_rows_desc<D>(k8_base + kK8HalfOffset));
             } else {
               wgmma_scores_f16<D>(hi, q_desc, Smem::kQBlockBytes, sw128_desc(k_base + Smem::kHalfBytes),
                                   Smem::kBlockBytes);
@@ -445,6 +484,53 @@ struct MainloopWs {
         tile(std::true_type{});
       } else {
         tile(std::false_type{});
+      }
+    }
+  }
+
+  // on_the_fly, the quantizer warps (`qtid` 0 .. kQuantizerThreads - 1): for every work tile of the
+  // CTA, in the producer's order, Q8 and Q's scale once Q landed (when some key tile is INT8),
+  // then per step each INT8-routed half's K8 and K scale once the K stage landed; every quantizer
+  // warp then arrives on `full`, which releases the codes and scales to the consumers.
+  __device__ __forceinline__ static void quantize(const KernelParamsWs& w, char* smem, int qtid) {
+    static_assert(kOnTheFly, "quantize_once copies its codes");
+    const KernelParams& p = w.p;
+    const int lane = qtid & 31;
+    float* scratch = Smem::scratch(smem);
+    KRing k_ring;
+    unsigned q_parity = 0;
+    for (int64_t t = blockIdx.x; t < w.tiles.count(); t += gridDim.x) {
+      BlockInfo blk;
+      if (!w.tiles.template block<Cfg::kBlockM, Cfg::kRouteTileN>(p, t, blk)) continue;
+      TileRouting routing;
+      routing.template load<true>(p, blk);
+      mbarrier_wait(Smem::q_loaded(smem), q_parity);
+      q_parity ^= 1u;
+      if (routing.any_int8) {
+        const float scale = quantize_resident_rows<Cfg::kBlockM, D, kQuantizerThreads>(
+            smem + Smem::kQ, Smem::kQBlockBytes, smem + Smem::kQ8, blk.rows, qtid, scratch, kQuantizerBarrier);
+        if (qtid == 0) *Smem::q_scale(smem) = scale;
+      }
+      __syncwarp();
+      if (lane == 0) mbarrier_arrive(Smem::q_full(smem));
+      TileRoutes routes(routing.word, routing.group, 0);
+      for (int n = 0; n < steps(blk); ++n) {
+        StepRoutes step;
+        step.template next<true>(routes, blk, n);
+        mbarrier_wait(Smem::k_loaded(smem, k_ring.stage), k_ring.parity);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (!step.int8[h]) continue;
+          const int key0 = (2 * n + h) * kHalfN;  // the half's first key in the sequence
+          const float scale = quantize_resident_rows<kHalfN, D, kQuantizerThreads>(
+              smem + Smem::k(k_ring.stage) + h * Smem::kHalfBytes, Smem::kBlockBytes,
+              smem + Smem::k8(k_ring.stage) + h * kK8HalfOffset, min(kHalfN, blk.lk - key0), qtid, scratch,
+              kQuantizerBarrier);
+          if (qtid == 0) *Smem::k_scale(smem, k_ring.stage, h) = scale;
+        }
+        __syncwarp();
+        if (lane == 0) mbarrier_arrive(Smem::k_full(smem, k_ring.stage));
+        k_ring.advance();
       }
     }
   }

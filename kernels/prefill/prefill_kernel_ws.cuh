@@ -2,7 +2,7 @@
 // The warp-specialized prefill kernel (sm_90a, prefill v3): one persistent CTA per SM, a producer
 // warpgroup and two consumer warpgroups (MainloopWs), the consumers' epilogue straight from
 // registers; launch_prefill_ws for the instance files (instances_ws_*.cu: d = 64 and 128, fp32
-// and fp16 P V accumulation, flash_fp16 and tilemix quantize_once, with one score product per step
+// and fp16 P V accumulation, flash_fp16 and tilemix in both modes, with one score product per step
 // where both tiles of every step take one route, two otherwise).
 #include <cuda_runtime.h>
 
@@ -30,7 +30,11 @@ __global__ void __launch_bounds__(Cfg::kCtaThreads, 1) prefill_kernel_ws(const _
   const int warpgroup = warp_index_uniform() / 4;
   if (warpgroup == 0) {
     warpgroup_release_registers<Cfg::kProducerRegisters>();
-    if (threadIdx.x == 0) Mainloop::produce(w, smem);
+    if (threadIdx.x == 0) {
+      Mainloop::produce(w, smem);
+    } else if constexpr (kPaths == ScorePaths::routed_on_the_fly) {
+      if (threadIdx.x >= 32) Mainloop::quantize(w, smem, threadIdx.x - 32);
+    }
   } else {
     warpgroup_claim_registers<Cfg::kConsumerRegisters>();
     Mainloop::template consume<EpilogueDirect<Cfg>>(w, smem, threadIdx.x - 128);
@@ -55,7 +59,7 @@ void launch_instance(const KernelParams& params, const PrefillTensors& tensors, 
   w.q = make_head_tensor_map(params.q, 2, tensors.total_q, params.hq, D, params.q_row_bytes, Cfg::kBlockM, 64, context);
   w.k = make_head_tensor_map(params.k, 2, tensors.total_k, params.hk, D, params.kv_row_bytes, Cfg::kRouteTileN, 64, context);
   w.v = make_head_tensor_map(params.v, 2, tensors.total_k, params.hk, D, params.kv_row_bytes, Cfg::kRouteTileN, 64, context);
-  if (kPaths == ScorePaths::routed_quantize_once && params.q8 != nullptr && params.k8 != nullptr) {
+  if (kPaths == ScorePaths::routed_quantize_once) {
     w.q8 = make_head_tensor_map(params.q8, 1, tensors.total_q, params.hq, D, params.q8_row_bytes, Cfg::kBlockM, D,
                                 context);
     w.k8 = make_head_tensor_map(params.k8, 1, tensors.total_k, params.hk, D, params.k8_row_bytes, Cfg::kRouteTileN, D,

@@ -106,9 +106,13 @@ struct PrefillConfigWs {
   static constexpr int kDimFrags = kHeadDim / 8;
   static constexpr int kKStages = 2;
   static constexpr int kVStages = 2;
-  // setmaxnreg: 128 x 24 + 256 x 240 = 64,512 of the SM's 65,536 registers (with 232 per consumer
-  // thread ptxas spilled 48-84 bytes).
+  // setmaxnreg moves registers within the CTA's allocation (384 threads x 168 = 64,512): 128 x 24 +
+  // 256 x 240 fills it. With 232 per consumer thread ptxas spilled 48-84 bytes of the two-product
+  // instance; on_the_fly's quantizer warps spill at 24 (about 300 bytes of their tile walk, which
+  // 56 would hold), off the consumers' path.
   static constexpr int kProducerRegisters = 24;
+  // on_the_fly: the producer warpgroup's warps 1-3 code Q8 and K8 (warp 0 issues the copies).
+  static constexpr int kQuantizerWarps = 3;
   static constexpr int kConsumerRegisters = 240;
   static_assert(kHeadDim == 64 || kHeadDim == 128, "the warp-specialized mainloop is built for d = 64 and 128");
   static_assert(kBlockM == 64 * kConsumerWarpgroups, "a consumer warpgroup owns 64 rows");

@@ -54,21 +54,23 @@ class Int8Encoder {
 
   // Codes of 8 packed halves, packed into 8 bytes in element order.
   __device__ __forceinline__ uint2 encode8(const uint4& chunk) const {
-    const uint32_t w[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
-    float x[8];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
-      x[2 * i] = f.x;
-      x[2 * i + 1] = f.y;
-    }
+    return make_uint2(encode4(chunk.x, chunk.y), encode4(chunk.z, chunk.w));
+  }
+
+  // Codes of 4 packed halves (two half2 words), packed into 4 bytes in element order: four at a
+  // time, so that a caller short of registers (the warp-specialized kernel's quantizer warps)
+  // keeps only four quotients alive.
+  __device__ __forceinline__ uint32_t encode4(uint32_t w0, uint32_t w1) const {
+    const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&w0));
+    const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&w1));
+    const float x[4] = {lo.x, lo.y, hi.x, hi.y};
     // Adding 1.5 * 2^23 rounds |y| < 2^22 to an integer, ties to even; the integer's two's
     // complement then sits in the low mantissa bits.
     constexpr float kRound = 12582912.0f;
-    uint32_t bits[8];
+    uint32_t bits[4];
     float worst = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < 4; ++i) {
       const float y = __fmul_rn(x[i], inv_);
       const float t = __fadd_rn(y, kRound);
       worst = fmaxf(worst, fabsf(__fsub_rn(y, __fsub_rn(t, kRound))));  // exact distance to rne(y)
@@ -77,9 +79,9 @@ class Int8Encoder {
     }
     if (worst >= 0.5f - 0x1p-14f) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) bits[i] = static_cast<uint32_t>(int8_code(x[i], scale_));
+      for (int i = 0; i < 4; ++i) bits[i] = static_cast<uint32_t>(int8_code(x[i], scale_));
     }
-    return make_uint2(pack4(bits[0], bits[1], bits[2], bits[3]), pack4(bits[4], bits[5], bits[6], bits[7]));
+    return pack4(bits[0], bits[1], bits[2], bits[3]);
   }
 
  private:

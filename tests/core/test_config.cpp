@@ -331,12 +331,11 @@ TEST_CASE("the prefill mainloop key", "[config]") {
   CHECK(c.cases[1].prefill_mainloop == PrefillMainloop::warp_specialized);
   CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 8, "mainloop": "mma_sync"}})"),
              Contains("$.defaults.mainloop") && Contains("unknown mainloop 'mma_sync'"));
-  // d = 64 and fp16 accumulation run on it; on_the_fly does not.
-  CHECK(parse(R"({"defaults": {"seq_len": 8, "d": 64, "accum": "fp16", "mainloop": "warp_specialized"}})")
+  // Every head dimension, accumulation and mode runs on it.
+  CHECK(parse(R"({"defaults": {"seq_len": 8, "d": 64, "accum": "fp16", "mode": "on_the_fly",
+                               "mainloop": "warp_specialized"}})")
             .cases[0]
             .prefill_mainloop == PrefillMainloop::warp_specialized);
-  CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 8, "mode": "on_the_fly", "mainloop": "warp_specialized"}})"),
-             Contains("$.defaults.mainloop") && Contains("warp_specialized needs mode quantize_once"));
   // Decode cases keep their own mainloop names.
   CHECK(parse(R"({"defaults": {"kind": "decode", "cache_len": 64, "new_tokens": 1, "mainloop": "mma_sync"}})")
             .cases[0]

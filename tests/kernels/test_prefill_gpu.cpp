@@ -175,6 +175,9 @@ TEST_CASE("the warp-specialized mainloop matches the emulator of its two-tile st
       CHECK(tight(fa, state, accum));
       // One mainloop: with every tile on FP16 the routed kernel is the baseline, bit for bit.
       CHECK(identical(gpu.tilemix(zero, n), flash));
+      Numerics zero_on_the_fly = n;
+      zero_on_the_fly.mode = QuantMode::on_the_fly;
+      CHECK(identical(gpu.tilemix(zero, zero_on_the_fly), flash));
       for (LayoutKind layout : {LayoutKind::one, LayoutKind::sptrans, LayoutKind::rowrand}) {
         INFO("layout=" << to_string(layout));
         const RoutingPlan plan = layout_plan(s, gpu::tilemix_geometry(pr.d), layout, 0.5, 7);
@@ -183,6 +186,10 @@ TEST_CASE("the warp-specialized mainloop matches the emulator of its two-tile st
         const Agreement a = compare_outputs(ws, emu);
         INFO(a.describe());
         CHECK(tight(a, state, accum));
+        // on_the_fly codes Q8 and K8 on chip (the producer's quantizer warps): the same codes, bit for bit.
+        Numerics on_the_fly = n;
+        on_the_fly.mode = QuantMode::on_the_fly;
+        CHECK(identical(ws, gpu.tilemix(plan, on_the_fly)));
         std::string why;
         const bool accurate = as_accurate_as_emulator(ws, emu, exact, &why);
         INFO(why);
@@ -225,8 +232,11 @@ TEST_CASE("on the warp-specialized mainloop a flipped routing bit fails the tigh
         const Agreement mutant = compare_outputs(mutant_o, emu);
         INFO("mutant: " << mutant.describe());
         CHECK_FALSE(within(mutant.dev, tight_vs_emulator()));
-        // ... and the mutant is exactly what the emulator makes of the mutated words.
+        // ... and the mutant is exactly what the emulator makes of the mutated words, in both modes
+        // (on_the_fly codes the rerouted tiles on chip).
         CHECK(tight(compare_outputs(mutant_o, mutated_emu)));
+        CHECK(identical(mutant_o, gpu.tilemix(plan, flipped,
+                                              numerics(StatePrecision::fp32, AccumPrecision::fp32, QuantMode::on_the_fly))));
       }
     }
   }
@@ -236,8 +246,7 @@ TEST_CASE("tilemix with smooth_k matches the smoothed emulator on both mainloops
           "[gpu][prefill]") {
   // Keys with channel offsets; causal varlen GQA with an empty and a length-1 sequence and one of
   // more queries than keys (rows without keys keep lse = -inf through the LSE's shift). Every
-  // INT8 tile and a mixed layout; on_the_fly on the default mainloop (the warp-specialized one
-  // serves quantize_once alone), each mainloop against the emulator of its softmax steps.
+  // INT8 tile and a mixed layout, each mainloop against the emulator of its softmax steps.
   struct Case {
     const char* name;
     int hq, hk, d;
@@ -283,20 +292,9 @@ TEST_CASE("tilemix with smooth_k matches the smoothed emulator on both mainloops
         const bool accurate = as_accurate_as_emulator(once, emu, exact, &why);
         INFO(why);
         CHECK(accurate);
-        if (mainloop != PrefillMainloop::warp_specialized) CHECK(identical(once, gpu.tilemix(plan, smooth_on_the_fly)));
+        CHECK(identical(once, gpu.tilemix(plan, smooth_on_the_fly)));
       }
     }
-  }
-}
-
-TEST_CASE("the warp-specialized mainloop refuses what it does not serve", "[gpu][prefill]") {
-  for (int d : {64, 128}) {
-    const AttentionShape s = make_shape(2, 1, d, true, {200}, {200});
-    GpuProblem gpu(s, seeded_inputs(s, 3, InputKind::gaussian));
-    gpu.set_mainloop(PrefillMainloop::warp_specialized);
-    const RoutingPlan plan = layout_plan(s, gpu::tilemix_geometry(d), LayoutKind::one, 0.0, 1);
-    CHECK_THROWS_WITH(gpu.tilemix(plan, numerics(StatePrecision::fp32, AccumPrecision::fp32, QuantMode::on_the_fly)),
-                      Catch::Contains("warp_specialized mainloop needs flash_fp16 or quantize_once"));
   }
 }
 
