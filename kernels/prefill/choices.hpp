@@ -3,12 +3,13 @@
 // (plain C++, no dependencies: core/config reads it from configs).
 namespace tilemix {
 
-// Which mainloop a d = 128, fp32-accumulation prefill call runs: wgmma (prefill v2: two CTAs of
-// two warpgroups per SM, cp.async) or warp_specialized (prefill v3: a persistent CTA per SM, a TMA
-// producer warpgroup and two consumer warpgroups, 128-key steps; flash_fp16 and quantize_once
-// only). automatic takes wgmma: v3 does not serve on_the_fly, which must stay bit-identical to
-// quantize_once on one kernel, and is slower at 2k causal (docs/perf/prefill.md). d = 64 and fp16
-// accumulation run on the mma.sync kernel whatever is asked.
+// Which mainloop a prefill call runs: wgmma (prefill v2, d = 128 with fp32 accumulation: two CTAs
+// of two warpgroups per SM, cp.async) or warp_specialized (prefill v3, every d, accumulation and
+// mode: a persistent CTA per SM, a TMA producer warpgroup and two consumer warpgroups, 128-key
+// steps). automatic takes wgmma at d = 128 with fp32 accumulation and the mma.sync kernel
+// otherwise: both modes must stay bit-identical on one kernel, and v3's on_the_fly takes 3-4.6x
+// its quantize_once's time where those kernels' takes 1.4-1.8x (docs/perf/prefill.md). wgmma at
+// d = 64 or with fp16 accumulation also runs the mma.sync kernel.
 enum class PrefillMainloop { automatic, wgmma, warp_specialized };
 
 // What a mainloop's numerics add to Numerics, for the emulator of its calls (EmulatorOptions):

@@ -194,6 +194,7 @@ struct MainloopWs {
   // Where an INT8-routed half's K8 rows start in Smem::k8 (PrefillSmemWs).
   static constexpr int kK8HalfOffset = kUniformSteps || kOnTheFly ? Smem::kK8HalfBytes : Smem::kHalfBytes;
   static constexpr int kQuantizerThreads = 32 * Cfg::kQuantizerWarps;
+
   static constexpr unsigned kQuantizerBarrier = 2;  // named barrier 1: zero_v_rows
 
   // Barrier arrivals: the producer's one arrive.expect_tx per fill (on_the_fly: of Q and K into

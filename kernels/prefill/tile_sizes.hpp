@@ -108,12 +108,13 @@ struct PrefillConfigWs {
   static constexpr int kVStages = 2;
   // setmaxnreg moves registers within the CTA's allocation (384 threads x 168 = 64,512): 128 x 24 +
   // 256 x 240 fills it. With 232 per consumer thread ptxas spilled 48-84 bytes of the two-product
-  // instance; on_the_fly's quantizer warps spill at 24 (about 300 bytes of their tile walk, which
-  // 56 would hold), off the consumers' path.
+  // instance, and at 216 it serialized its wgmmas (C7512). on_the_fly's quantizer warps spill about
+  // 300 bytes at 24; 56 (with 216 for the consumers) took 11% off a one-layout call
+  // (docs/perf/prefill.md) but serializes the two-product instance, so every path keeps 24 / 240.
   static constexpr int kProducerRegisters = 24;
+  static constexpr int kConsumerRegisters = 240;
   // on_the_fly: the producer warpgroup's warps 1-3 code Q8 and K8 (warp 0 issues the copies).
   static constexpr int kQuantizerWarps = 3;
-  static constexpr int kConsumerRegisters = 240;
   static_assert(kHeadDim == 64 || kHeadDim == 128, "the warp-specialized mainloop is built for d = 64 and 128");
   static_assert(kBlockM == 64 * kConsumerWarpgroups, "a consumer warpgroup owns 64 rows");
 };
