@@ -2,6 +2,8 @@
 // the FP16 groups, every value in the operation order of core/routing/layouts/adaptive.cpp (the
 // shared steps in adaptive_math.hpp), so that the words are bit for bit the CPU's. Maxima are
 // order-free; every sum runs in one thread (a pooled channel's lanes in 8, then their sum in one).
+// The words are built inside every timed tilemix call: the pooling reads Q and K once, in 16-byte
+// loads.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -55,66 +57,98 @@ __device__ float mean_of_lanes(const float (*lane)[kDim], int c, float count) {
   return adaptive_div(sum, count);
 }
 
-// Step 1, queries: one CTA per (query tile, KV head); thread (c, w) sums channel c over the rows
-// of lane w (w, w + 8, ...) and, inside each row, the KV head's query heads. fmaxf drops a NaN,
-// as max_magnitude does.
+// Step 1 reads Q and K once in 16-byte loads: thread (v, w) of a pooling CTA holds channels
+// 8 v .. 8 v + 7 of lane w, each channel's sum in the CPU's order (rows w, w + 8, ..., and inside
+// a row the KV head's query heads in order). The rows' addresses are 16-byte aligned (checked in
+// adaptive_words).
+constexpr int kPoolVector = 8;  // channels per 16-byte load
+
 template <int kDim>
-__global__ void __launch_bounds__(kDim * kAdaptivePoolLanes)
+constexpr int pool_threads() {
+  return kDim / kPoolVector * kAdaptivePoolLanes;
+}
+
+// Adds the 8 halves of `raw` to sum[0..7] and their magnitudes into `magnitude`. fmaxf drops a
+// NaN, as max_magnitude does.
+__device__ __forceinline__ void pool_vector(const uint4& raw, float (&sum)[kPoolVector], float& magnitude) {
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&words[i]));
+    sum[2 * i] = adaptive_add(sum[2 * i], f.x);
+    sum[2 * i + 1] = adaptive_add(sum[2 * i + 1], f.y);
+    magnitude = fmaxf(magnitude, fmaxf(fabsf(f.x), fabsf(f.y)));
+  }
+}
+
+// The pooled channels of a CTA from its lanes' sums: lane w's sums into lane_sum, the magnitude
+// over the CTA, then lane 0's threads write the means (of `count` values) and thread (0, 0) the
+// magnitude, at task `task`.
+template <int kDim>
+__device__ __forceinline__ void finish_pool(const float (&sum)[kPoolVector], float magnitude, float count,
+                                            int64_t task, float (*lane_sum)[kDim], float* scratch,
+                                            float* __restrict__ mean, float* __restrict__ max_magnitude) {
+  const int v = threadIdx.x, w = threadIdx.y;
+#pragma unroll
+  for (int e = 0; e < kPoolVector; ++e) lane_sum[w][kPoolVector * v + e] = sum[e];
+  magnitude = block_max<pool_threads<kDim>()>(magnitude, w * (kDim / kPoolVector) + v, scratch);  // synchronizes
+  if (w == 0) {
+#pragma unroll
+    for (int e = 0; e < kPoolVector; ++e) {
+      const int c = kPoolVector * v + e;
+      mean[task * kDim + c] = mean_of_lanes<kDim>(lane_sum, c, count);
+    }
+  }
+  if (w == 0 && v == 0) max_magnitude[task] = magnitude;
+}
+
+// Step 1, queries: one CTA per (query tile, KV head).
+template <int kDim>
+__global__ void __launch_bounds__(pool_threads<kDim>())
     pool_queries_kernel(const __half* __restrict__ q, const int64_t* __restrict__ cu_q,
                         const int64_t* __restrict__ tile_offset, const int* __restrict__ tile_sequence, int block_m,
                         int hq, int heads, int64_t tiles, float* __restrict__ qbar, float* __restrict__ qmax) {
   __shared__ float lane_sum[kAdaptivePoolLanes][kDim];
-  __shared__ float scratch[kDim * kAdaptivePoolLanes / 32];
+  __shared__ float scratch[pool_threads<kDim>() / 32];
   const int64_t t = blockIdx.x;
-  const int h = blockIdx.y, c = threadIdx.x, w = threadIdx.y;
+  const int h = blockIdx.y, v = threadIdx.x, w = threadIdx.y;
   const int b = tile_sequence[t];
   const int64_t row0 = cu_q[b] + (t - tile_offset[b]) * block_m;
   const int64_t rows = min(static_cast<int64_t>(block_m), cu_q[b + 1] - row0);
-  float sum = 0.0f, magnitude = 0.0f;
+  float sum[kPoolVector] = {}, magnitude = 0.0f;
   for (int64_t r = w; r < rows; r += kAdaptivePoolLanes) {
-    const __half* x = q + ((row0 + r) * hq + static_cast<int64_t>(h) * heads) * kDim + c;
+    const __half* x = q + ((row0 + r) * hq + static_cast<int64_t>(h) * heads) * kDim + kPoolVector * v;
     for (int i = 0; i < heads; ++i) {
-      const float v = __half2float(x[static_cast<int64_t>(i) * kDim]);
-      sum = adaptive_add(sum, v);
-      magnitude = fmaxf(magnitude, fabsf(v));
+      pool_vector(*reinterpret_cast<const uint4*>(x + static_cast<int64_t>(i) * kDim), sum, magnitude);
     }
   }
-  lane_sum[w][c] = sum;
-  magnitude = block_max<kDim * kAdaptivePoolLanes>(magnitude, w * kDim + c, scratch);  // synchronizes
-  const int64_t task = static_cast<int64_t>(h) * tiles + t;
-  if (w == 0) qbar[task * kDim + c] = mean_of_lanes<kDim>(lane_sum, c, static_cast<float>(rows * heads));
-  if (w == 0 && c == 0) qmax[task] = magnitude;
+  finish_pool<kDim>(sum, magnitude, static_cast<float>(rows * heads), static_cast<int64_t>(h) * tiles + t, lane_sum,
+                    scratch, qbar, qmax);
 }
 
-// Step 1, keys: one CTA per (key group, KV head); thread (c, w) sums channel c over the keys of
-// lane w.
+// Step 1, keys: one CTA per (key group, KV head).
 template <int kDim>
-__global__ void __launch_bounds__(kDim * kAdaptivePoolLanes)
+__global__ void __launch_bounds__(pool_threads<kDim>())
     pool_keys_kernel(const __half* __restrict__ k, const int64_t* __restrict__ cu_k,
                      const int64_t* __restrict__ group_offset, const int64_t* __restrict__ mask_width, int batch,
                      int hk, int64_t groups, float* __restrict__ kbar, float* __restrict__ kmax) {
   __shared__ float lane_sum[kAdaptivePoolLanes][kDim];
-  __shared__ float scratch[kDim * kAdaptivePoolLanes / 32];
+  __shared__ float scratch[pool_threads<kDim>() / 32];
   const int64_t g = blockIdx.x;
-  const int h = blockIdx.y, c = threadIdx.x, w = threadIdx.y;
+  const int h = blockIdx.y, v = threadIdx.x, w = threadIdx.y;
   const int b = find_sequence(group_offset, batch, g);
   const int64_t key0 = cu_k[b] + (g - group_offset[b]) * mask_width[b];
   const int64_t keys = min(mask_width[b], cu_k[b + 1] - key0);
-  float sum = 0.0f, magnitude = 0.0f;
+  float sum[kPoolVector] = {}, magnitude = 0.0f;
   for (int64_t r = w; r < keys; r += kAdaptivePoolLanes) {
-    const float v = __half2float(k[((key0 + r) * hk + h) * kDim + c]);
-    sum = adaptive_add(sum, v);
-    magnitude = fmaxf(magnitude, fabsf(v));
+    pool_vector(*reinterpret_cast<const uint4*>(k + ((key0 + r) * hk + h) * kDim + kPoolVector * v), sum, magnitude);
   }
-  lane_sum[w][c] = sum;
-  magnitude = block_max<kDim * kAdaptivePoolLanes>(magnitude, w * kDim + c, scratch);  // synchronizes
-  const int64_t task = static_cast<int64_t>(h) * groups + g;
-  if (w == 0) kbar[task * kDim + c] = mean_of_lanes<kDim>(lane_sum, c, static_cast<float>(keys));
-  if (w == 0 && c == 0) kmax[task] = magnitude;
+  finish_pool<kDim>(sum, magnitude, static_cast<float>(keys), static_cast<int64_t>(h) * groups + g, lane_sum, scratch,
+                    kbar, kmax);
 }
 
-// Step 2: one CTA per (query tile, KV head), thread j scores group j; the mass sum runs over the
-// row's groups in j order in every thread.
+// Step 2: one CTA per (query tile, KV head), thread j scores group j from the pooled keys staged
+// in shared memory; the mass sum runs over the row's groups in j order in every thread.
 template <int kDim>
 __global__ void __launch_bounds__(kScoreThreads)
     group_scores_kernel(const float* __restrict__ qbar, const float* __restrict__ qmax,
@@ -123,20 +157,22 @@ __global__ void __launch_bounds__(kScoreThreads)
                         const float* __restrict__ cells, const int64_t* __restrict__ group_offset,
                         float softmax_scale, int64_t tiles, int64_t groups, float* __restrict__ scores) {
   __shared__ float query[kDim];
+  __shared__ float key[kMaxGroups][kDim + 1];  // the tile's pooled keys, rows padded off one bank
   __shared__ float mass[kMaxGroups];
   __shared__ float scratch[kScoreThreads / 32];
   const int64_t t = blockIdx.x;
   const int h = blockIdx.y, j = threadIdx.x;
   const int64_t task = static_cast<int64_t>(h) * tiles + t;
-  for (int c = j; c < kDim; c += kScoreThreads) query[c] = qbar[task * kDim + c];
-  __syncthreads();
   const int legal = tile_groups[t];
-  const int64_t group = static_cast<int64_t>(h) * groups + group_offset[tile_sequence[t]] + j;
+  const int64_t first_group = static_cast<int64_t>(h) * groups + group_offset[tile_sequence[t]];
+  const int64_t group = first_group + j;
+  for (int c = j; c < kDim; c += kScoreThreads) query[c] = qbar[task * kDim + c];
+  for (int i = j; i < legal * kDim; i += kScoreThreads) key[i / kDim][i % kDim] = kbar[first_group * kDim + i];
+  __syncthreads();
   float logit = -INFINITY;
   if (j < legal) {
-    const float* key = kbar + group * kDim;
     float dot = 0.0f;
-    for (int c = 0; c < kDim; ++c) dot = adaptive_fma(query[c], key[c], dot);
+    for (int c = 0; c < kDim; ++c) dot = adaptive_fma(query[c], key[j][c], dot);
     logit = adaptive_mul(dot, softmax_scale);
     if (logit != logit) logit = -INFINITY;
   }
@@ -220,7 +256,7 @@ void launch_all(const AdaptiveRoutingParams& p, cudaStream_t stream, const std::
   const auto* q = static_cast<const __half*>(p.q);
   const auto* k = static_cast<const __half*>(p.k);
   const auto hk = static_cast<unsigned>(p.hk);
-  const dim3 pool_block(kDim, kAdaptivePoolLanes);
+  const dim3 pool_block(kDim / kPoolVector, kAdaptivePoolLanes);
   if (p.total_tiles > 0) {
     pool_queries_kernel<kDim><<<dim3(static_cast<unsigned>(p.total_tiles), hk), pool_block, 0, stream>>>(
         q, p.cu_seqlens_q, p.tile_offset, p.tile_sequence, p.block_m, p.hq, p.hq / p.hk, p.total_tiles, p.qbar,
@@ -266,6 +302,9 @@ void adaptive_words(const AdaptiveRoutingParams& p, void* stream) {
       !p.cells || !p.group_offset || !p.mask_width || !p.fp16_groups || !p.qbar || !p.qmax || !p.scores ||
       !p.words || (keys && (!p.k || !p.kbar || !p.kmax))) {
     throw std::invalid_argument(context + ": inputs, schedule arrays, scratch and words must be device pointers");
+  }
+  if (reinterpret_cast<uintptr_t>(p.q) % 16 != 0 || (keys && reinterpret_cast<uintptr_t>(p.k) % 16 != 0)) {
+    throw std::invalid_argument(context + ": q and k must be 16-byte aligned (the pooling reads 16-byte vectors)");
   }
   const auto s = static_cast<cudaStream_t>(stream);
   if (p.d == 64) {
