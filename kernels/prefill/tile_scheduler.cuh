@@ -6,8 +6,8 @@
 // heads, which L2 holds (with query tiles slowest across all pairs, 132 CTAs streamed 44 KV heads
 // at 16k tokens), and under a causal mask the longest query tiles start first and every CTA's
 // tiles sweep from long to short (with query tiles fastest, a CTA's tiles repeated four query
-// tile positions and the causal rows at 2k ran 10-12% longer). Producer and consumers walk the
-// same sequence.
+// tile positions and the causal rows at 2k ran 10-12% longer). The producer, on_the_fly's
+// quantizer warps and the consumers walk the same sequence.
 #include <cstdint>
 
 #include "kernels/prefill/params.cuh"
