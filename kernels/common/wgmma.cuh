@@ -29,6 +29,11 @@ __device__ __forceinline__ uint32_t sw128_offset(int row, int byte) {
   return row * 128 + ((((byte >> 4) ^ row) & 7) << 4) + (byte & 15);
 }
 
+// Byte offset of element byte `byte` of row `row` in a K-major 64-byte-swizzled block.
+__device__ __forceinline__ uint32_t sw64_offset(int row, int byte) {
+  return row * 64 + ((((byte >> 4) ^ (row >> 1)) & 3) << 4) + (byte & 15);
+}
+
 // Descriptor of a K-major 128-byte-swizzled operand starting at shared address `smem_addr`
 // (1024-byte aligned, plus a multiple of 32 bytes for later K steps): leading byte offset unused
 // (1), stride byte offset 1024 (the next group of 8 rows), layout type 1 = 128-byte swizzle.
@@ -52,6 +57,17 @@ __device__ __forceinline__ uint64_t int8_rows_desc(uint32_t smem_addr) {
     return sw128_desc(smem_addr);
   } else {
     return sw64_desc(smem_addr);
+  }
+}
+
+// Byte offset of byte `byte` of row `row` in the same layout (int8_rows_desc's operand).
+template <int kDim>
+__device__ __forceinline__ uint32_t int8_rows_offset(int row, int byte) {
+  if constexpr (kDim == 128) {
+    return sw128_offset(row, byte);
+  } else {
+    static_assert(kDim == 64, "INT8 rows of 64 or 128 bytes");
+    return sw64_offset(row, byte);
   }
 }
 

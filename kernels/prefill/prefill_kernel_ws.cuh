@@ -59,7 +59,9 @@ void launch_instance(const KernelParams& params, const PrefillTensors& tensors, 
   w.q = make_head_tensor_map(params.q, 2, tensors.total_q, params.hq, D, params.q_row_bytes, Cfg::kBlockM, 64, context);
   w.k = make_head_tensor_map(params.k, 2, tensors.total_k, params.hk, D, params.kv_row_bytes, Cfg::kRouteTileN, 64, context);
   w.v = make_head_tensor_map(params.v, 2, tensors.total_k, params.hk, D, params.kv_row_bytes, Cfg::kRouteTileN, 64, context);
-  if (kPaths == ScorePaths::routed_quantize_once) {
+  // quantize_once without an INT8 tile may run without Q8 and K8 (the producer copies them only
+  // for INT8-routed tiles).
+  if (kPaths == ScorePaths::routed_quantize_once && params.q8 != nullptr && params.k8 != nullptr) {
     w.q8 = make_head_tensor_map(params.q8, 1, tensors.total_q, params.hq, D, params.q8_row_bytes, Cfg::kBlockM, D,
                                 context);
     w.k8 = make_head_tensor_map(params.k8, 1, tensors.total_k, params.hk, D, params.k8_row_bytes, Cfg::kRouteTileN, D,

@@ -11,18 +11,6 @@
 
 namespace tilemix::gpu {
 
-// Byte offset of byte `byte` of row `row` in a K-major INT8 operand of kDim-byte rows in the
-// swizzle of that width (int8_rows_desc).
-template <int kDim>
-__device__ __forceinline__ uint32_t int8_rows_offset(int row, int byte) {
-  if constexpr (kDim == 128) {
-    return sw128_offset(row, byte);
-  } else {
-    static_assert(kDim == 64, "INT8 rows of 64 or 128 bytes");
-    return row * 64 + ((((byte >> 4) ^ (row >> 1)) & 3) << 4) + (byte & 15);
-  }
-}
-
 // Codes of `src` [kRows x kDim FP16: kDim / 64 channel blocks `src_block_bytes` apart, each of
 // 128-byte rows in the 128-byte swizzle] into `dst` [kRows x kDim INT8, int8_rows_offset]; returns
 // the scale. Rows from `valid` on belong to no token of the block (another sequence's, or past
