@@ -33,6 +33,7 @@ using layouts::kAdaptiveLog2e;
 
 constexpr int kScoreThreads = kMaxGroups;  // one thread per group of a row
 constexpr int kSelectThreads = 256;
+constexpr int kSelectBatch = 8;  // slots whose loads are in flight together
 constexpr int kRadixBits = 8;
 constexpr int kRadixBins = 1 << kRadixBits;
 
@@ -81,6 +82,27 @@ __device__ __forceinline__ void pool_vector(const uint4& raw, float (&sum)[kPool
   }
 }
 
+// Pools items 0 .. items - 1 (address_of(n) their 16-byte vectors) in order. The loads of
+// kPoolBatch items are issued before their sums: one at a time, each load's latency would be
+// paid in turn (the grids are small at short L).
+constexpr int kPoolBatch = 8;
+
+template <typename AddressOf>
+__device__ __forceinline__ void pool_items(int64_t items, float (&sum)[kPoolVector], float& magnitude,
+                                           AddressOf address_of) {
+  for (int64_t n0 = 0; n0 < items; n0 += kPoolBatch) {
+    uint4 raw[kPoolBatch];
+#pragma unroll
+    for (int u = 0; u < kPoolBatch; ++u) {
+      if (n0 + u < items) raw[u] = __ldg(reinterpret_cast<const uint4*>(address_of(n0 + u)));
+    }
+#pragma unroll
+    for (int u = 0; u < kPoolBatch; ++u) {
+      if (n0 + u < items) pool_vector(raw[u], sum, magnitude);
+    }
+  }
+}
+
 // The pooled channels of a CTA from its lanes' sums: lane w's sums into lane_sum, the magnitude
 // over the CTA, then lane 0's threads write the means (of `count` values) and thread (0, 0) the
 // magnitude, at task `task`.
@@ -102,49 +124,46 @@ __device__ __forceinline__ void finish_pool(const float (&sum)[kPoolVector], flo
   if (w == 0 && v == 0) max_magnitude[task] = magnitude;
 }
 
-// Step 1, queries: one CTA per (query tile, KV head).
+// Step 1 in one launch: CTA x < tiles pools query tile x of a KV head (its rows, and inside a
+// row the KV head's query heads), the others pool key group x - tiles; blockIdx.y is the KV head.
 template <int kDim>
 __global__ void __launch_bounds__(pool_threads<kDim>())
-    pool_queries_kernel(const __half* __restrict__ q, const int64_t* __restrict__ cu_q,
-                        const int64_t* __restrict__ tile_offset, const int* __restrict__ tile_sequence, int block_m,
-                        int hq, int heads, int64_t tiles, float* __restrict__ qbar, float* __restrict__ qmax) {
+    pool_kernel(const __half* __restrict__ q, const __half* __restrict__ k, const int64_t* __restrict__ cu_q,
+                const int64_t* __restrict__ cu_k, const int64_t* __restrict__ tile_offset,
+                const int* __restrict__ tile_sequence, const int64_t* __restrict__ group_offset,
+                const int64_t* __restrict__ mask_width, int block_m, int batch, int hq, int hk, int64_t tiles,
+                int64_t groups, float* __restrict__ qbar, float* __restrict__ qmax, float* __restrict__ kbar,
+                float* __restrict__ kmax) {
   __shared__ float lane_sum[kAdaptivePoolLanes][kDim];
   __shared__ float scratch[pool_threads<kDim>() / 32];
-  const int64_t t = blockIdx.x;
   const int h = blockIdx.y, v = threadIdx.x, w = threadIdx.y;
-  const int b = tile_sequence[t];
-  const int64_t row0 = cu_q[b] + (t - tile_offset[b]) * block_m;
-  const int64_t rows = min(static_cast<int64_t>(block_m), cu_q[b + 1] - row0);
   float sum[kPoolVector] = {}, magnitude = 0.0f;
-  for (int64_t r = w; r < rows; r += kAdaptivePoolLanes) {
-    const __half* x = q + ((row0 + r) * hq + static_cast<int64_t>(h) * heads) * kDim + kPoolVector * v;
-    for (int i = 0; i < heads; ++i) {
-      pool_vector(*reinterpret_cast<const uint4*>(x + static_cast<int64_t>(i) * kDim), sum, magnitude);
-    }
+  if (blockIdx.x < tiles) {
+    const int64_t t = blockIdx.x;
+    const int b = tile_sequence[t], heads = hq / hk;
+    const int64_t row0 = cu_q[b] + (t - tile_offset[b]) * block_m;
+    const int64_t rows = min(static_cast<int64_t>(block_m), cu_q[b + 1] - row0);
+    // This lane's vectors in the CPU's order: item n is row w + 8 (n / heads), head n % heads.
+    const int64_t items = (rows > w ? (rows - w + kAdaptivePoolLanes - 1) / kAdaptivePoolLanes : 0) * heads;
+    pool_items(items, sum, magnitude, [&](int64_t n) {
+      const int64_t r = w + n / heads * kAdaptivePoolLanes;
+      const int64_t i = static_cast<int64_t>(h) * heads + n % heads;
+      return q + ((row0 + r) * hq + i) * kDim + kPoolVector * v;
+    });
+    finish_pool<kDim>(sum, magnitude, static_cast<float>(rows * heads), static_cast<int64_t>(h) * tiles + t,
+                      lane_sum, scratch, qbar, qmax);
+  } else {
+    const int64_t g = blockIdx.x - tiles;
+    const int b = find_sequence(group_offset, batch, g);
+    const int64_t key0 = cu_k[b] + (g - group_offset[b]) * mask_width[b];
+    const int64_t keys = min(mask_width[b], cu_k[b + 1] - key0);
+    const int64_t items = keys > w ? (keys - w + kAdaptivePoolLanes - 1) / kAdaptivePoolLanes : 0;
+    pool_items(items, sum, magnitude, [&](int64_t n) {
+      return k + ((key0 + w + n * kAdaptivePoolLanes) * hk + h) * kDim + kPoolVector * v;
+    });
+    finish_pool<kDim>(sum, magnitude, static_cast<float>(keys), static_cast<int64_t>(h) * groups + g, lane_sum,
+                      scratch, kbar, kmax);
   }
-  finish_pool<kDim>(sum, magnitude, static_cast<float>(rows * heads), static_cast<int64_t>(h) * tiles + t, lane_sum,
-                    scratch, qbar, qmax);
-}
-
-// Step 1, keys: one CTA per (key group, KV head).
-template <int kDim>
-__global__ void __launch_bounds__(pool_threads<kDim>())
-    pool_keys_kernel(const __half* __restrict__ k, const int64_t* __restrict__ cu_k,
-                     const int64_t* __restrict__ group_offset, const int64_t* __restrict__ mask_width, int batch,
-                     int hk, int64_t groups, float* __restrict__ kbar, float* __restrict__ kmax) {
-  __shared__ float lane_sum[kAdaptivePoolLanes][kDim];
-  __shared__ float scratch[pool_threads<kDim>() / 32];
-  const int64_t g = blockIdx.x;
-  const int h = blockIdx.y, v = threadIdx.x, w = threadIdx.y;
-  const int b = find_sequence(group_offset, batch, g);
-  const int64_t key0 = cu_k[b] + (g - group_offset[b]) * mask_width[b];
-  const int64_t keys = min(mask_width[b], cu_k[b + 1] - key0);
-  float sum[kPoolVector] = {}, magnitude = 0.0f;
-  for (int64_t r = w; r < keys; r += kAdaptivePoolLanes) {
-    pool_vector(*reinterpret_cast<const uint4*>(k + ((key0 + r) * hk + h) * kDim + kPoolVector * v), sum, magnitude);
-  }
-  finish_pool<kDim>(sum, magnitude, static_cast<float>(keys), static_cast<int64_t>(h) * groups + g, lane_sum, scratch,
-                    kbar, kmax);
 }
 
 // Step 2: one CTA per (query tile, KV head), thread j scores group j from the pooled keys staged
@@ -191,21 +210,49 @@ __global__ void __launch_bounds__(kScoreThreads)
 
 // Step 3: one CTA per (sequence, KV head). The N largest selection keys (distinct) are those at or
 // above the N-th largest, found digit by digit from the top (radix select: integer counts, so the
-// result does not depend on the order the threads count in).
+// result does not depend on the order the threads count in). Once a digit's bin holds one key,
+// that key is the N-th largest and one more pass finds it.
 __global__ void __launch_bounds__(kSelectThreads)
     select_words_kernel(const float* __restrict__ scores, const int64_t* __restrict__ tile_offset,
                         const int* __restrict__ tile_groups, const int64_t* __restrict__ fp16_groups, int64_t tiles,
                         uint64_t* __restrict__ words) {
+  static_assert(kRadixBins == 8 * 32, "warp 0 scans the bins eight per lane");
   __shared__ unsigned int histogram[kRadixBins];
   __shared__ unsigned long long legal_count;
   __shared__ unsigned long long chosen_prefix;
   __shared__ long long chosen_rank;
+  __shared__ bool chosen_alone;
   const int b = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
   const int64_t t0 = tile_offset[b], rows = tile_offset[b + 1] - t0;
   const float* row_scores = scores + (static_cast<int64_t>(h) * tiles + t0) * kMaxGroups;
   const auto key_of = [&](int64_t m, int j) {
     const uint32_t order = j == 0 ? kAdaptiveKeptKey : adaptive_order_key(row_scores[m * kMaxGroups + j]);
     return adaptive_selection_key(order, m, j);
+  };
+  // Calls f(key) for every legal key of the sequence that this thread holds; the loads of
+  // kSelectBatch slots are issued before their keys are used.
+  const auto for_each_key = [&](auto f) {
+    const int64_t slots = rows * kMaxGroups;
+    for (int64_t first = tid; first < slots; first += kSelectBatch * kSelectThreads) {
+      float score[kSelectBatch];
+      int legal[kSelectBatch];
+#pragma unroll
+      for (int u = 0; u < kSelectBatch; ++u) {
+        const int64_t slot = first + u * kSelectThreads;
+        if (slot < slots) {
+          score[u] = row_scores[slot];
+          legal[u] = tile_groups[t0 + slot / kMaxGroups];
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kSelectBatch; ++u) {
+        const int64_t slot = first + u * kSelectThreads;
+        const int j = static_cast<int>(slot % kMaxGroups);
+        if (slot < slots && j < legal[u]) {
+          f(adaptive_selection_key(j == 0 ? kAdaptiveKeptKey : adaptive_order_key(score[u]), slot / kMaxGroups, j));
+        }
+      }
+    }
   };
 
   if (tid == 0) legal_count = 0;
@@ -221,33 +268,56 @@ __global__ void __launch_bounds__(kSelectThreads)
   for (int shift = 64 - kRadixBits; fp16 > 0 && shift >= 0; shift -= kRadixBits) {
     for (int i = tid; i < kRadixBins; i += kSelectThreads) histogram[i] = 0;
     __syncthreads();
-    for (int64_t slot = tid; slot < rows * kMaxGroups; slot += kSelectThreads) {
-      const int64_t m = slot / kMaxGroups;
-      const int j = static_cast<int>(slot % kMaxGroups);
-      if (j >= tile_groups[t0 + m]) continue;
-      const uint64_t key = key_of(m, j);
+    for_each_key([&](uint64_t key) {
       if ((key & known) == prefix) atomicAdd(&histogram[(key >> shift) & (kRadixBins - 1)], 1u);
-    }
+    });
     __syncthreads();
-    if (tid == 0) {
-      int64_t above = 0;
-      int digit = kRadixBins - 1;
-      for (; digit > 0 && above + histogram[digit] < rank; --digit) above += histogram[digit];
-      chosen_rank = rank - above;
-      chosen_prefix = prefix | (static_cast<uint64_t>(digit) << shift);
+    if (tid < 32) {
+      // Lane l holds bins 255 - 8 l down to 248 - 8 l; the first lane whose running count from
+      // the top reaches the rank holds the digit.
+      const int top = kRadixBins - 1 - 8 * tid;
+      unsigned int count = 0;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) count += histogram[top - i];
+      unsigned int through = count;
+      for (int offset = 1; offset < 32; offset <<= 1) {
+        const unsigned int below = __shfl_up_sync(0xffffffffu, through, offset);
+        if (tid >= offset) through += below;
+      }
+      const unsigned int reached = __ballot_sync(0xffffffffu, through >= rank);
+      const int lane = reached ? __ffs(reached) - 1 : 31;
+      if (tid == lane) {
+        int64_t above = through - count;
+        int digit = top;
+        for (; digit > top - 7 && above + histogram[digit] < rank; --digit) above += histogram[digit];
+        chosen_rank = rank - above;
+        chosen_prefix = prefix | (static_cast<uint64_t>(digit) << shift);
+        chosen_alone = histogram[digit] == 1;
+      }
     }
     __syncthreads();
     rank = chosen_rank;
     prefix = chosen_prefix;
     known |= static_cast<uint64_t>(kRadixBins - 1) << shift;
+    if (chosen_alone) {
+      __syncthreads();  // every thread has read chosen_prefix
+      for_each_key([&](uint64_t key) {
+        if ((key & known) == prefix) chosen_prefix = key;  // one thread: the key is unique
+      });
+      __syncthreads();
+      prefix = chosen_prefix;
+      break;
+    }
   }
 
-  for (int64_t m = tid; m < rows; m += kSelectThreads) {
-    uint64_t word = 0;
-    for (int j = 0; j < tile_groups[t0 + m]; ++j) {
-      if (fp16 == 0 || key_of(m, j) < prefix) word |= 1ull << j;
-    }
-    words[static_cast<int64_t>(h) * tiles + t0 + m] = word;
+  // One warp per row: lane l decides groups l and l + 32.
+  const int lane = tid % 32;
+  for (int64_t m = tid / 32; m < rows; m += kSelectThreads / 32) {
+    const int legal = tile_groups[t0 + m];
+    const bool low = lane < legal && (fp16 == 0 || key_of(m, lane) < prefix);
+    const bool high = lane + 32 < legal && (fp16 == 0 || key_of(m, lane + 32) < prefix);
+    const uint64_t word = __ballot_sync(0xffffffffu, low) | static_cast<uint64_t>(__ballot_sync(0xffffffffu, high)) << 32;
+    if (lane == 0) words[static_cast<int64_t>(h) * tiles + t0 + m] = word;
   }
 }
 
@@ -257,16 +327,11 @@ void launch_all(const AdaptiveRoutingParams& p, cudaStream_t stream, const std::
   const auto* k = static_cast<const __half*>(p.k);
   const auto hk = static_cast<unsigned>(p.hk);
   const dim3 pool_block(kDim / kPoolVector, kAdaptivePoolLanes);
-  if (p.total_tiles > 0) {
-    pool_queries_kernel<kDim><<<dim3(static_cast<unsigned>(p.total_tiles), hk), pool_block, 0, stream>>>(
-        q, p.cu_seqlens_q, p.tile_offset, p.tile_sequence, p.block_m, p.hq, p.hq / p.hk, p.total_tiles, p.qbar,
-        p.qmax);
-    TILEMIX_LAUNCH_CHECK("pool_queries_kernel", context);
-  }
-  if (p.total_groups > 0) {
-    pool_keys_kernel<kDim><<<dim3(static_cast<unsigned>(p.total_groups), hk), pool_block, 0, stream>>>(
-        k, p.cu_seqlens_k, p.group_offset, p.mask_width, p.batch, p.hk, p.total_groups, p.kbar, p.kmax);
-    TILEMIX_LAUNCH_CHECK("pool_keys_kernel", context);
+  if (p.total_tiles + p.total_groups > 0) {
+    pool_kernel<kDim><<<dim3(static_cast<unsigned>(p.total_tiles + p.total_groups), hk), pool_block, 0, stream>>>(
+        q, k, p.cu_seqlens_q, p.cu_seqlens_k, p.tile_offset, p.tile_sequence, p.group_offset, p.mask_width,
+        p.block_m, p.batch, p.hq, p.hk, p.total_tiles, p.total_groups, p.qbar, p.qmax, p.kbar, p.kmax);
+    TILEMIX_LAUNCH_CHECK("pool_kernel", context);
   }
   if (p.total_tiles > 0) {
     group_scores_kernel<kDim><<<dim3(static_cast<unsigned>(p.total_tiles), hk), kScoreThreads, 0, stream>>>(
@@ -291,7 +356,7 @@ void adaptive_words(const AdaptiveRoutingParams& p, void* stream) {
                                 " (supported: 64, 128)");
   }
   if (p.hq <= 0 || p.hk <= 0 || p.hq % p.hk != 0 || p.hk > 65535 || p.batch < 0 || p.batch > 0x7fffffff ||
-      p.total_tiles < 0 || p.total_tiles > 0x7fffffff || p.total_groups < 0 || p.total_groups > 0x7fffffff ||
+      p.total_tiles < 0 || p.total_groups < 0 || p.total_tiles + p.total_groups > 0x7fffffff ||
       p.block_m <= 0) {
     throw std::invalid_argument(context + ": heads, batch, tile or group counts out of range");
   }

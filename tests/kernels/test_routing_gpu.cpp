@@ -2,6 +2,7 @@
 // with every intermediate step, on fresh random inputs (the seeds are printed on a failure):
 // varlen with empty and length-1 sequences, causal with Lq != Lk both ways, GQA, groups of
 // several key tiles, d 64 and 128.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <optional>
@@ -67,6 +68,28 @@ TEST_CASE("the GPU builds adaptive's words bit for bit as the CPU does", "[gpu][
         CHECK(same_bits(got.scores, scores));
         CHECK(got.words == plan.words);
       }
+    }
+  }
+}
+
+TEST_CASE("the GPU selects among equal scores by position as the CPU does", "[gpu][routing]") {
+  // Constant Q and K give every group of a row the same logit, so the scores tie in runs and
+  // the selection is decided by the keys' position bits (the radix select's last digits).
+  for (const Problem& pr : kProblems) {
+    INFO(pr.name);
+    const AttentionShape s = make_shape(pr.hq, pr.hk, pr.d, pr.causal, pr.lq, pr.lk);
+    AttentionInputs in = seeded_inputs(s, 1, InputKind::gaussian);
+    std::fill(in.q.begin(), in.q.end(), uint16_t{0x3c00});  // 1.0
+    std::fill(in.k.begin(), in.k.end(), uint16_t{0x3800});  // 0.5
+    for (double ratio : {0.3, 0.5}) {
+      RoutingRequest request;
+      request.layout = LayoutKind::adaptive;
+      request.ratio = ratio;
+      request.group = pr.group;
+      request.geometry = gpu::tilemix_geometry(pr.d);
+      const RoutingPlan plan = make_plan(s, request, in);
+      GpuProblem gpu(s, in);
+      CHECK(gpu.adaptive_routing(plan).words == plan.words);
     }
   }
 }
