@@ -32,6 +32,7 @@ using layouts::kAdaptivePoolLanes;
 using layouts::kAdaptiveLog2e;
 
 constexpr int kScoreThreads = kMaxGroups;  // one thread per group of a row
+constexpr int kScoreBatch = 8;
 constexpr int kSelectThreads = 256;
 constexpr int kSelectBatch = 8;  // slots whose loads are in flight together
 constexpr int kRadixBits = 8;
@@ -90,17 +91,15 @@ constexpr int kPoolBatch = 8;
 template <typename AddressOf>
 __device__ __forceinline__ void pool_items(int64_t items, float (&sum)[kPoolVector], float& magnitude,
                                            AddressOf address_of) {
-  for (int64_t n0 = 0; n0 < items; n0 += kPoolBatch) {
+  int64_t n0 = 0;
+  for (; n0 + kPoolBatch <= items; n0 += kPoolBatch) {
     uint4 raw[kPoolBatch];
 #pragma unroll
-    for (int u = 0; u < kPoolBatch; ++u) {
-      if (n0 + u < items) raw[u] = __ldg(reinterpret_cast<const uint4*>(address_of(n0 + u)));
-    }
+    for (int u = 0; u < kPoolBatch; ++u) raw[u] = __ldg(reinterpret_cast<const uint4*>(address_of(n0 + u)));
 #pragma unroll
-    for (int u = 0; u < kPoolBatch; ++u) {
-      if (n0 + u < items) pool_vector(raw[u], sum, magnitude);
-    }
+    for (int u = 0; u < kPoolBatch; ++u) pool_vector(raw[u], sum, magnitude);
   }
+  for (; n0 < items; ++n0) pool_vector(__ldg(reinterpret_cast<const uint4*>(address_of(n0))), sum, magnitude);
 }
 
 // The pooled channels of a CTA from its lanes' sums: lane w's sums into lane_sum, the magnitude
@@ -126,8 +125,9 @@ __device__ __forceinline__ void finish_pool(const float (&sum)[kPoolVector], flo
 
 // Step 1 in one launch: CTA x < tiles pools query tile x of a KV head (its rows, and inside a
 // row the KV head's query heads), the others pool key group x - tiles; blockIdx.y is the KV head.
+// The minimum of four CTAs per SM is for ptxas: without one it settles on 72 registers and spills.
 template <int kDim>
-__global__ void __launch_bounds__(pool_threads<kDim>())
+__global__ void __launch_bounds__(pool_threads<kDim>(), 4)
     pool_kernel(const __half* __restrict__ q, const __half* __restrict__ k, const int64_t* __restrict__ cu_q,
                 const int64_t* __restrict__ cu_k, const int64_t* __restrict__ tile_offset,
                 const int* __restrict__ tile_sequence, const int64_t* __restrict__ group_offset,
@@ -186,7 +186,28 @@ __global__ void __launch_bounds__(kScoreThreads)
   const int64_t first_group = static_cast<int64_t>(h) * groups + group_offset[tile_sequence[t]];
   const int64_t group = first_group + j;
   for (int c = j; c < kDim; c += kScoreThreads) query[c] = qbar[task * kDim + c];
-  for (int i = j; i < legal * kDim; i += kScoreThreads) key[i / kDim][i % kDim] = kbar[first_group * kDim + i];
+  // The legal groups' pooled keys, contiguous from first_group: 16-byte loads, kScoreBatch of
+  // them in flight per thread (at short L there are few CTAs to hide a load's latency).
+  const auto* keys4 = reinterpret_cast<const float4*>(kbar + first_group * kDim);
+  const int vectors = legal * kDim / 4;
+  for (int i0 = j; i0 < vectors; i0 += kScoreBatch * kScoreThreads) {
+    float4 x[kScoreBatch];
+#pragma unroll
+    for (int u = 0; u < kScoreBatch; ++u) {
+      if (i0 + u * kScoreThreads < vectors) x[u] = __ldg(keys4 + i0 + u * kScoreThreads);
+    }
+#pragma unroll
+    for (int u = 0; u < kScoreBatch; ++u) {
+      const int i = 4 * (i0 + u * kScoreThreads);
+      if (i < legal * kDim) {
+        float* row = &key[i / kDim][i % kDim];
+        row[0] = x[u].x;
+        row[1] = x[u].y;
+        row[2] = x[u].z;
+        row[3] = x[u].w;
+      }
+    }
+  }
   __syncthreads();
   float logit = -INFINITY;
   if (j < legal) {
@@ -368,8 +389,11 @@ void adaptive_words(const AdaptiveRoutingParams& p, void* stream) {
       !p.words || (keys && (!p.k || !p.kbar || !p.kmax))) {
     throw std::invalid_argument(context + ": inputs, schedule arrays, scratch and words must be device pointers");
   }
-  if (reinterpret_cast<uintptr_t>(p.q) % 16 != 0 || (keys && reinterpret_cast<uintptr_t>(p.k) % 16 != 0)) {
-    throw std::invalid_argument(context + ": q and k must be 16-byte aligned (the pooling reads 16-byte vectors)");
+  if (reinterpret_cast<uintptr_t>(p.q) % 16 != 0 ||
+      (keys && (reinterpret_cast<uintptr_t>(p.k) % 16 != 0 || reinterpret_cast<uintptr_t>(p.kbar) % 16 != 0))) {
+    throw std::invalid_argument(context +
+                                ": q, k and kbar must be 16-byte aligned (the pooling and the group scores read "
+                                "16-byte vectors)");
   }
   const auto s = static_cast<cudaStream_t>(stream);
   if (p.d == 64) {

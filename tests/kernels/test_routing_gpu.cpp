@@ -1,7 +1,7 @@
 // Layout adaptive: the GPU's words (gpu::adaptive_words) against the CPU builder's, bit for bit,
 // with every intermediate step, on fresh random inputs (the seeds are printed on a failure):
 // varlen with empty and length-1 sequences, causal with Lq != Lk both ways, GQA, groups of
-// several key tiles, d 64 and 128.
+// several key tiles, d 64 and 128; ties between equal scores; misaligned pointers refused.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -13,6 +13,7 @@
 #include "core/routing/layouts/adaptive.hpp"
 #include "tests/kernels/gpu_checks.hpp"
 #include "tests/reference/attention_fixtures.hpp"
+#include "tilemix/routing.hpp"
 
 using namespace tilemix;
 using namespace tilemix::app;
@@ -91,5 +92,30 @@ TEST_CASE("the GPU selects among equal scores by position as the CPU does", "[gp
       GpuProblem gpu(s, in);
       CHECK(gpu.adaptive_routing(plan).words == plan.words);
     }
+  }
+}
+
+TEST_CASE("adaptive_words rejects q, k or kbar off 16 bytes before any launch", "[gpu][routing]") {
+  // The checks run before any pointer is read, so stand-in addresses suffice.
+  alignas(16) static float slot[64];
+  const auto at = [](size_t offset) { return reinterpret_cast<float*>(reinterpret_cast<char*>(slot) + offset); };
+  gpu::AdaptiveRoutingParams p;
+  p.batch = 1;
+  p.hq = p.hk = 1;
+  p.d = 128;
+  p.block_m = 128;
+  p.total_tiles = p.total_groups = 1;
+  p.q = p.k = at(0);
+  p.cu_seqlens_q = p.cu_seqlens_k = p.tile_offset = p.group_offset = p.mask_width = p.fp16_groups =
+      reinterpret_cast<const int64_t*>(at(0));
+  p.tile_sequence = p.tile_groups = reinterpret_cast<const int*>(at(0));
+  p.cells = p.qbar = p.qmax = p.kbar = p.kmax = p.scores = at(0);
+  p.words = reinterpret_cast<uint64_t*>(at(0));
+  for (int which = 0; which < 3; ++which) {
+    gpu::AdaptiveRoutingParams bad = p;
+    if (which == 0) bad.q = at(2);
+    if (which == 1) bad.k = at(8);
+    if (which == 2) bad.kbar = at(4);
+    CHECK_THROWS_WITH(gpu::adaptive_words(bad, nullptr), Catch::Contains("16-byte aligned"));
   }
 }

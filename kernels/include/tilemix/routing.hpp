@@ -36,8 +36,8 @@ struct AdaptiveRoutingParams {
 };
 
 // Enqueues the pooling, scoring and selection kernels on `stream` (a cudaStream_t as void*;
-// nullptr = default stream). Throws std::invalid_argument for unsupported d or missing pointers,
-// CudaError for CUDA failures naming the kernel and the shape.
+// nullptr = default stream). Throws std::invalid_argument for unsupported d, missing pointers or
+// q, k or kbar not 16-byte aligned, CudaError for CUDA failures naming the kernel and the shape.
 void adaptive_words(const AdaptiveRoutingParams& p, void* stream);
 
 }  // namespace tilemix::gpu
