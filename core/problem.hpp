@@ -9,6 +9,9 @@ namespace tilemix {
 enum class StatePrecision { fp32, fp16 };  // online-softmax state (m, l, O)
 enum class AccumPrecision { fp32, fp16 };  // PV product accumulation
 enum class QuantMode { quantize_once, on_the_fly };
+// Precision of the P V product (SPEC 5 `pv`): FP16 on every tile, FP8 E4M3 on every tile, or FP8 on
+// the INT8-routed tiles and FP16 on the others.
+enum class PvPrecision { fp16, fp8, routed };
 
 // Numerics of one attention call. The kernel, the emulator and the check share this description.
 struct Numerics {
@@ -19,11 +22,20 @@ struct Numerics {
   // Ks = fp16(k - kbar) in place of K, the LSE adds q . kbar back (core/quant.hpp states the
   // operations).
   bool smooth_k = false;
+  // P V precision (SPEC 5, tilemix only; with accum fp32): FP8 tiles take P and V in E4M3, P scaled
+  // per row and tile, V per channel and block (core/quant_fp8.hpp states the operations).
+  PvPrecision pv = PvPrecision::fp16;
+
+  // Whether key tile `int8_route` (its routing bit) takes the FP8 P V product.
+  bool fp8_pv(bool int8_route) const {
+    return pv == PvPrecision::fp8 || (pv == PvPrecision::routed && int8_route);
+  }
 };
 
 const char* to_string(StatePrecision p);
 const char* to_string(AccumPrecision p);
 const char* to_string(QuantMode m);
+const char* to_string(PvPrecision p);
 
 // Q: [total_q, hq, d], K/V: [total_k, hk, d], FP16 row-major, packed over sequences.
 struct AttentionShape {

@@ -8,6 +8,7 @@
 
 #include "core/fp16.hpp"
 #include "core/quant.hpp"
+#include "core/quant_fp8.hpp"
 
 namespace tilemix {
 namespace {
@@ -54,7 +55,17 @@ struct Operands {
   std::vector<float> q8_codes;   // [total_q, hq, d]
   std::vector<float> k8_codes_t;  // [hk, d, total_k]
   std::vector<float> qkbar;       // smooth_k: q . kbar of every row [total_q, hq]; empty otherwise
+  // FP8 P V operands, present only when some tile takes FP8 P V.
+  Fp8Values v8;
+  std::vector<float> v8_values;  // the codes' values [total_k, hk, d]
 };
+
+// Whether some tile takes FP8 P V: every tile with pv fp8, the INT8-routed ones with routed.
+bool needs_fp8_values(const AttentionShape& shape, const RoutingPlan& plan, const Numerics& numerics) {
+  if (shape.total_k() == 0 || numerics.pv == PvPrecision::fp16) return false;
+  return numerics.pv == PvPrecision::fp8 ||
+         std::any_of(plan.words.begin(), plan.words.end(), [](uint64_t w) { return w != 0; });
+}
 
 struct QueryTile {
   int b;
@@ -67,7 +78,8 @@ struct TileState {
   std::vector<float> row_max, row_sum, acc;  // m, l, O [rows, d]
   std::vector<float> score;                  // s of the current step [rows, softmax_tiles * block_n]
   std::vector<float> score_scale;            // fused_score_scale: each raw score's scale [as score]
-  std::vector<float> prob;                   // fp16(p) of one row of the step
+  std::vector<float> prob;                   // fp16(p) of one row of the step (P8 on FP8 tiles)
+  std::vector<float> tile_sum;               // FP8 tiles: t[c], the P8 V8 sums of one tile [d]
   std::vector<double> dot;                   // FP16-path sums of one row [block_n]
   std::vector<float> int8_dot;               // INT8-path sums of one row [block_n]
 };
@@ -90,6 +102,7 @@ class TileEmulator {
     st.score.resize(static_cast<size_t>(rows) * stride);
     if (options_.fused_score_scale) st.score_scale.resize(st.score.size());
     st.prob.resize(stride);
+    st.tile_sum.resize(d);
     st.dot.resize(block_n);
     st.int8_dot.resize(block_n);
 
@@ -160,15 +173,22 @@ class TileEmulator {
     }
   }
 
-  // One online-softmax update over the step's keys [j0, j0 + width).
+  // One online-softmax update over the step's keys [j0, j0 + width) (whole key tiles from j0).
   void update_state(const QueryTile& tile, int64_t j0, int64_t width, int stride, TileState& st) const {
     const SequenceTiling& t = plan_.tilings[tile.b];
-    const int d = shape_.d, hk = shape_.hk;
+    const int d = shape_.d, hk = shape_.hk, block_n = t.geometry.block_n;
     const int kvh = shape_.kv_head_of(tile.h);
     const int64_t i0 = t.row_begin(tile.m), rows = t.row_end(tile.m) - i0;
     const int64_t k_first = shape_.cu_seqlens_k[tile.b] + j0;
     const bool fp16_state = options_.numerics.state == StatePrecision::fp16;
     const bool fp16_accum = options_.numerics.accum == AccumPrecision::fp16;
+    // The P V precision of each of the step's key tiles.
+    const int first_tile = static_cast<int>(j0 / block_n);
+    const int step_tiles = static_cast<int>((width + block_n - 1) / block_n);
+    bool fp8_tile[64];
+    for (int i = 0; i < step_tiles; ++i) {
+      fp8_tile[i] = options_.numerics.fp8_pv(plan_.int8_route(kvh, tile.b, tile.m, first_tile + i));
+    }
 
     for (int64_t r = 0; r < rows; ++r) {
       const float* s = &st.score[static_cast<size_t>(r) * stride];
@@ -181,10 +201,17 @@ class TileEmulator {
       const auto fused = [&](int64_t j) {
         return scale[j] < std::numeric_limits<float>::min() ? std::numeric_limits<float>::min() : scale[j];
       };
-      float tile_max = kNegInf;
-      // Fused: the maximum of the rounded scaled scores, as the kernel's scaled maxima of raw ones.
-      for (int64_t j = 0; j < width; ++j) tile_max = std::max(tile_max, scale ? s[j] * fused(j) : s[j]);
-      float m_new = std::max(st.row_max[r], tile_max);
+      // Fused: the maxima of the rounded scaled scores, as the kernel's scaled maxima of raw ones.
+      const auto scaled = [&](int64_t j) { return scale ? s[j] * fused(j) : s[j]; };
+      float tile_max[64];
+      for (int i = 0; i < step_tiles; ++i) {
+        tile_max[i] = kNegInf;
+        for (int64_t j = int64_t{i} * block_n; j < std::min<int64_t>(width, int64_t{i + 1} * block_n); ++j) {
+          tile_max[i] = std::max(tile_max[i], scaled(j));
+        }
+      }
+      const float step_max = *std::max_element(tile_max, tile_max + step_tiles);
+      float m_new = std::max(st.row_max[r], step_max);
       if (fp16_state) m_new = round_to_half(m_new);
       const float reference = m_new == kNegInf ? 0.0f : m_new;
       const float alpha = std::exp2(st.row_max[r] - reference);
@@ -193,7 +220,7 @@ class TileEmulator {
       for (int64_t j = 0; j < width; ++j) {
         const float p = std::exp2(scale ? std::fma(s[j], fused(j), -reference) : s[j] - reference);
         p_sum += p;
-        p16[j] = round_to_half(p);
+        p16[j] = p;
       }
       st.row_max[r] = m_new;
       st.row_sum[r] = st.row_sum[r] * alpha + p_sum;
@@ -203,21 +230,46 @@ class TileEmulator {
       if (fp16_accum) {
         for (int c = 0; c < d; ++c) o[c] = round_to_half(o[c]);
       }
-      for (int64_t chunk = 0; chunk < width; chunk += kAccumChunk) {
-        const int64_t chunk_end = std::min<int64_t>(width, chunk + kAccumChunk);
-        for (int64_t j = chunk; j < chunk_end; ++j) {
-          const float p = p16[j];
-          const float* v = &ops_.v[(static_cast<size_t>(k_first + j) * hk + kvh) * d];
-          for (int c = 0; c < d; ++c) o[c] += p * v[c];
+      for (int i = 0; i < step_tiles; ++i) {
+        const int64_t begin = int64_t{i} * block_n, end = std::min<int64_t>(width, begin + block_n);
+        if (fp8_tile[i]) {
+          add_fp8_tile(tile.b, kvh, j0 + begin, end - begin, &p16[begin], m_new, tile_max[i], o, st);
+          continue;
         }
-        if (fp16_accum) {
-          for (int c = 0; c < d; ++c) o[c] = round_to_half(o[c]);
+        for (int64_t chunk = begin; chunk < end; chunk += kAccumChunk) {
+          const int64_t chunk_end = std::min<int64_t>(end, chunk + kAccumChunk);
+          for (int64_t j = chunk; j < chunk_end; ++j) {
+            const float p = round_to_half(p16[j]);
+            const float* v = &ops_.v[(static_cast<size_t>(k_first + j) * hk + kvh) * d];
+            for (int c = 0; c < d; ++c) o[c] += p * v[c];
+          }
+          if (fp16_accum) {
+            for (int c = 0; c < d; ++c) o[c] = round_to_half(o[c]);
+          }
         }
       }
       if (fp16_state) {
         for (int c = 0; c < d; ++c) o[c] = round_to_half(o[c]);
       }
     }
+  }
+
+  // An FP8 tile of one row (core/quant_fp8.hpp): keys [key0, key0 + width) of sequence b, p their
+  // FP32 probabilities, added into the row's accumulator o.
+  void add_fp8_tile(int b, int kvh, int64_t key0, int64_t width, const float* p, float m_new, float m_tile, float* o,
+                    TileState& st) const {
+    const int d = shape_.d, hk = shape_.hk;
+    const Fp8RowFactors factors = fp8_row_factors(m_new, m_tile);
+    if (factors.f == 0.0f) return;  // no legal key: every P8 is 0
+    float* sum = st.tile_sum.data();
+    std::fill(sum, sum + d, 0.0f);
+    const int64_t k_first = shape_.cu_seqlens_k[b] + key0;
+    for (int64_t j = 0; j < width; ++j) {
+      const float p8 = fp8_e4m3_to_float(float_to_fp8_e4m3(p[j] * factors.f));
+      const float* v = &ops_.v8_values[(static_cast<size_t>(k_first + j) * hk + kvh) * d];
+      for (int c = 0; c < d; ++c) sum[c] += p8 * v[c];
+    }
+    for (int c = 0; c < d; ++c) o[c] = std::fma(sum[c] * ops_.v8.scale(b, key0, kvh, c), factors.g, o[c]);
   }
 
   void write_output(const QueryTile& tile, const TileState& st) const {
@@ -263,6 +315,16 @@ EmulatorResult emulate_attention(const AttentionShape& shape, const AttentionInp
   if (!plan_fits(shape, plan)) {
     throw std::invalid_argument("emulate_attention: the routing plan was built for another shape");
   }
+  if (options.numerics.pv != PvPrecision::fp16) {
+    if (options.numerics.accum != AccumPrecision::fp32) {
+      throw std::invalid_argument("emulate_attention: FP8 P V accumulates in FP32 (accum fp16 given)");
+    }
+    for (const SequenceTiling& t : plan.tilings) {
+      if (t.geometry.block_n != kBlockV) {
+        throw std::invalid_argument("emulate_attention: FP8 P V needs key tiles of one V block (block_n 64)");
+      }
+    }
+  }
   const int hq = shape.hq, hk = shape.hk, d = shape.d;
   const int64_t total_q = shape.total_q(), total_k = shape.total_k();
 
@@ -281,6 +343,18 @@ EmulatorResult emulate_attention(const AttentionShape& shape, const AttentionInp
     ops.k8_codes_t = transpose_keys(ops.k8.codes, total_k, hk, d, [](int8_t x) { return static_cast<float>(x); });
   }
   ops.qkbar = std::move(smoothed.qkbar);
+  if (needs_fp8_values(shape, plan, options.numerics)) {
+    ops.v8 = quantize_values_fp8(inputs.v, shape.cu_seqlens_k, hk, d);
+    ops.v8_values.resize(inputs.v.size());
+    for (int b = 0; b < shape.batch(); ++b) {
+      for (int64_t j = 0; j < shape.seqlen_k(b); ++j) {
+        for (int h = 0; h < hk; ++h) {
+          float* dst = &ops.v8_values[(static_cast<size_t>(shape.cu_seqlens_k[b] + j) * hk + h) * d];
+          for (int c = 0; c < d; ++c) dst[c] = fp8_e4m3_to_float(ops.v8.code(b, j, h, c));
+        }
+      }
+    }
+  }
 
   EmulatorResult result;
   result.o.assign(static_cast<size_t>(total_q) * hq * d, 0);

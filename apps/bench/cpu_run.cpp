@@ -63,7 +63,8 @@ std::string comparison_key(const CaseSpec& spec, const Comparison& c) {
   const RoutingRequest r = compared_routing(spec, c);
   return nlohmann::json{to_string(c.method), to_string(r.layout), r.ratio, r.seed, r.group.value_or(0),
                         r.geometry.block_m, r.geometry.block_n, to_string(c.numerics.state),
-                        to_string(c.numerics.accum), to_string(c.numerics.mode), c.numerics.smooth_k}
+                        to_string(c.numerics.accum), to_string(c.numerics.mode), c.numerics.smooth_k,
+                        to_string(c.numerics.pv)}
       .dump();
 }
 

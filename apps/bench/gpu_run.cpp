@@ -46,7 +46,7 @@ std::string comparison_key(const Comparison& c) {
   if (c.method == Method::tilemix) {
     const RoutingRequest& r = c.routing;
     key.insert(key.end(), {to_string(r.layout), r.ratio, r.seed, r.group.value_or(0), to_string(c.numerics.mode),
-                           c.numerics.smooth_k});
+                           c.numerics.smooth_k, to_string(c.numerics.pv)});
   }
   return key.dump();
 }

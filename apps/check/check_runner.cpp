@@ -67,7 +67,8 @@ void check_prefill_case(const CaseSpec& spec, const DeviceChoice& device, const 
                             to_string(spec.numerics.state),
                             to_string(spec.numerics.accum),
                             to_string(spec.numerics.mode),
-                            spec.numerics.smooth_k};
+                            spec.numerics.smooth_k,
+                            std::string(to_string(spec.numerics.pv))};
   add_check_row(table, checked, "emulator~reference", deviation(emu_o, ref.o),
                 require_tolerance(spec, spec.tolerance.emulator_vs_reference, "emulator_vs_reference"), ok);
   if (device.gpu) {

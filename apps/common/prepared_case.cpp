@@ -10,6 +10,7 @@
 #include "core/decode/kv_cache.hpp"
 #include "core/host_memory.hpp"
 #include "core/inputs/npy.hpp"
+#include "core/quant_fp8.hpp"
 #include "core/report/table.hpp"
 #include "core/routing/render.hpp"
 #include "core/sizes.hpp"
@@ -126,6 +127,12 @@ int64_t prefill_case_bytes(const CaseSpec& spec, const TileGeometry& geometry, c
     bytes.add("the emulator's smoothed keys (smooth_k)", {{s.total_k(), "total_k"}, {s.hk, "hk"}, {s.d, "d"}, {2, "bytes"}});
     bytes.add("the emulator's q . kbar and kbar (smooth_k)",
               {{s.total_q() * s.hq + int64_t{s.batch()} * s.hk * s.d, "total_q x hq + batch x hk x d"}, {4, "bytes"}});
+  }
+  if (work.emulator && spec.numerics.pv != PvPrecision::fp16) {
+    bytes.add("the emulator's V8 codes and their values (pv)",
+              {{s.total_k() + int64_t{s.batch()} * kBlockV, "total_k + batch x 64"}, {s.hk, "hk"}, {s.d, "d"}, {5, "bytes"}});
+    bytes.add("the emulator's V8 scales (pv)",
+              {{s.total_k() / kBlockV + s.batch(), "V blocks"}, {s.hk, "hk"}, {s.d, "d"}, {4, "bytes"}});
   }
   if (work.exposure) {
     bytes.add("the exposure's keys per thread",
@@ -270,6 +277,7 @@ void dump_case(const std::string& dir, const PreparedCase& pc, const EmulatorRes
       {"accum", to_string(pc.spec.numerics.accum)},
       {"mode", to_string(pc.spec.numerics.mode)},
       {"smooth_k", pc.spec.numerics.smooth_k},
+      {"pv", to_string(pc.spec.numerics.pv)},
       {"coverage",
        {{"groups", pc.plan.coverage.groups()}, {"tiles", pc.plan.coverage.tiles()}, {"cells", pc.plan.coverage.cells()}}},
       {"words", words_json(pc.plan)},

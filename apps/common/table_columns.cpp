@@ -79,7 +79,7 @@ TableLayout<CaseRow> head_columns() {
 }
 
 // case method layout ratio coverage coverage_tiles coverage_cells params batch hq hk d lq lk
-// causal mode state accum smooth_k: shared by the prefill, model and emulator tables.
+// causal mode state accum smooth_k pv: shared by the prefill, model and emulator tables.
 TableLayout<CaseRow> prefill_case_columns() {
   TableLayout<CaseRow> t;
   t.add(case_and_method_columns()).add(routing_columns()).add(tile_coverage_columns()).add(params_column());
@@ -94,6 +94,8 @@ TableLayout<CaseRow> prefill_case_columns() {
   t.add({"state", "state"}, [](const CaseRow& r) -> Cell { return std::string(to_string(r.spec.numerics.state)); });
   t.add({"accum", "accum"}, [](const CaseRow& r) -> Cell { return std::string(to_string(r.spec.numerics.accum)); });
   t.add({"smooth_k", "smooth_k"}, [](const CaseRow& r) { return r.routed ? Cell{r.spec.numerics.smooth_k} : Cell{}; });
+  t.add({"pv", "pv"},
+        [](const CaseRow& r) { return r.routed ? Cell{std::string(to_string(r.spec.numerics.pv))} : Cell{}; });
   return t;
 }
 
@@ -256,6 +258,7 @@ TableLayout<CheckRow> make_check_table() {
   t.add({"accum", "accum"}, [](const Row& r) -> Cell { return r.checked.accum; });
   t.add({"mode", "mode"}, [](const Row& r) -> Cell { return r.checked.mode; });
   t.add({"smooth_k", "smooth_k"}, [](const Row& r) { return r.checked.smooth_k ? Cell{*r.checked.smooth_k} : Cell{}; });
+  t.add({"pv", "pv"}, [](const Row& r) { return r.checked.pv ? Cell{*r.checked.pv} : Cell{}; });
   t.add({"compare", "compare"}, [](const Row& r) -> Cell { return r.compare; });
   t.add({"max_abs", "max|d|", 3}, [](const Row& r) -> Cell { return r.deviation.max_abs; });
   t.add({"mean_abs", "mean|d|", 3}, [](const Row& r) -> Cell { return r.deviation.mean_abs; });

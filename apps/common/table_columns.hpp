@@ -165,6 +165,7 @@ struct CheckedCase {
   std::string shape;         // shape_summary() or decode_shape_summary()
   std::string state, accum, mode;
   std::optional<bool> smooth_k;  // prefill cases; decode takes no key smoothing
+  std::optional<std::string> pv;  // prefill cases: the P V precision
 };
 
 // One comparison of a checked case.

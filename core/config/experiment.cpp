@@ -9,6 +9,7 @@
 
 #include "core/config/json_reader.hpp"
 #include "core/error.hpp"
+#include "core/quant_fp8.hpp"
 #include "core/sizes.hpp"
 #include "core/tiling.hpp"
 
@@ -25,7 +26,7 @@ const std::vector<std::string> kCaseKeys = {"name",       "batch", "seq_len", "l
                                             "words_file", "mode",  "state",   "accum", "input",   "tolerance",
                                             "kind",       "cache_len", "cache_lens", "new_tokens", "cache",
                                             "append_steps", "tiles_per_split", "mainloop", "combine", "layers",
-                                            "vocab",      "compare_with", "smooth_k"};
+                                            "vocab",      "compare_with", "smooth_k", "pv"};
 const std::vector<std::string> kInputKeys = {
     "kind", "seed", "stddev", "outlier_channels", "outlier_scale", "sink_scale", "local_bias", "k_channel_bias",
     "q",    "k",    "v",      "allow_nonfinite"};
@@ -34,10 +35,10 @@ const std::vector<std::string> kBoundKeys = {"max_abs", "mean_abs", "rel_l2", "m
 // What compare_with may replace: the method, routing and numerics; the shape and inputs stay the
 // case's own, so that both outputs come from the same Q, K and V.
 const std::vector<std::string> kComparisonKeys = {"method", "layout", "ratio", "group",
-                                                  "mode",   "state",  "accum", "smooth_k"};
+                                                  "mode",   "state",  "accum", "smooth_k", "pv"};
 const std::vector<std::string> kRoutingKeys = {"layout", "ratio", "group"};
 // Numerics keys of the routed kernel alone: a baseline has no quantization pass.
-const std::vector<std::string> kTilemixNumericsKeys = {"mode", "smooth_k"};
+const std::vector<std::string> kTilemixNumericsKeys = {"mode", "smooth_k", "pv"};
 const std::vector<std::string> kComparisonMethods = {"tilemix", "flash_fp16", "torch_like"};
 const std::vector<std::string> kLengthKeys = {"seq_len",   "lq",        "lk",        "seqlens_q",
                                               "seqlens_k", "cache_len", "cache_lens"};
@@ -45,7 +46,8 @@ const std::vector<std::string> kLengthKeys = {"seq_len",   "lq",        "lk",   
 const std::vector<std::string> kDecodeOnlyKeys = {"cache_len", "cache_lens", "new_tokens", "cache", "append_steps",
                                                   "tiles_per_split", "combine"};
 const std::vector<std::string> kPrefillOnlyKeys = {"seq_len", "lq",    "lk",    "seqlens_q", "seqlens_k", "causal",
-                                                   "mode",    "state", "accum", "block_m",   "block_n", "smooth_k"};
+                                                   "mode",    "state", "accum", "block_m",   "block_n", "smooth_k",
+                                                   "pv"};
 const std::vector<std::string> kModelOnlyKeys = {"layers", "vocab"};
 
 constexpr int64_t kMaxBatch = int64_t{1} << 20;
@@ -491,7 +493,10 @@ Comparison read_comparison(JsonObjectReader& r, const json& merged, const Origin
   c.routing = compared.routing;
   c.numerics = compared.numerics;
   // A baseline keeps the case's state and accumulation; it has no quantization pass to smooth.
-  if (c.method != Method::tilemix) c.numerics.smooth_k = false;
+  if (c.method != Method::tilemix) {
+    c.numerics.smooth_k = false;
+    c.numerics.pv = PvPrecision::fp16;
+  }
   return c;
 }
 
@@ -636,6 +641,17 @@ CaseSpec read_case(const json& merged, const Origins& origins, const Context& ct
     nu.accum = read_enum<AccumPrecision>(r, "accum", {{"fp32", AccumPrecision::fp32}, {"fp16", AccumPrecision::fp16}},
                                          nu.accum);
     nu.smooth_k = r.boolean("smooth_k").value_or(nu.smooth_k);
+    nu.pv = read_enum<PvPrecision>(
+        r, "pv", {{"fp16", PvPrecision::fp16}, {"fp8", PvPrecision::fp8}, {"routed", PvPrecision::routed}}, nu.pv);
+    if (nu.pv != PvPrecision::fp16 && nu.accum != AccumPrecision::fp32) {
+      throw InputError(r.where("pv"), std::string("is ") + to_string(nu.pv) +
+                                          ": FP8 P V accumulates in FP32, so it needs \"accum\": \"fp32\"");
+    }
+    if (nu.pv != PvPrecision::fp16 && routing.geometry.block_n != kBlockV) {
+      throw InputError(r.where("pv"), std::string("is ") + to_string(nu.pv) + ": FP8 P V takes key tiles of one V " +
+                                          "scale block, block_n " + std::to_string(kBlockV) + " (block_n is " +
+                                          std::to_string(routing.geometry.block_n) + ")");
+    }
     spec.prefill_mainloop = read_enum<PrefillMainloop>(r, "mainloop",
                                                        {{"auto", PrefillMainloop::automatic},
                                                         {"wgmma", PrefillMainloop::wgmma},

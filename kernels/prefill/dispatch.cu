@@ -44,6 +44,9 @@ bool validate(const PrefillParams& p, const std::string& context, bool routed) {
   if (routed) {
     require(p.numerics.mode == QuantMode::quantize_once || p.numerics.mode == QuantMode::on_the_fly, context,
             "unsupported quantization mode " + std::to_string(static_cast<int>(p.numerics.mode)));
+    require(p.numerics.pv == PvPrecision::fp16, context,
+            std::string("unsupported P V precision pv=") + to_string(p.numerics.pv) +
+                " (the GPU kernels take pv fp16; the CPU emulator models fp8 and routed)");
   }
   require(p.hq > 0 && p.hk > 0 && p.hq % p.hk == 0, context, "hq must be a positive multiple of hk");
   require(p.hq <= 65535 && p.batch >= 0 && p.batch <= 65535, context, "hq and batch must be at most 65535");

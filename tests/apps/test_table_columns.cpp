@@ -53,7 +53,8 @@ const std::vector<Expected> kPrefillCase = {{"case", "case", 3},
                                             {"mode", "mode", 3},
                                             {"state", "state", 3},
                                             {"accum", "accum", 3},
-                                            {"smooth_k", "smooth_k", 3}};
+                                            {"smooth_k", "smooth_k", 3},
+                                            {"pv", "pv", 3}};
 
 std::vector<Expected> prefill_case_and(const std::vector<Expected>& own) {
   std::vector<Expected> all = kPrefillCase;
@@ -224,6 +225,7 @@ TEST_CASE("the check table keeps its columns", "[tables]") {
                                           {"accum", "accum", 3},
                                           {"mode", "mode", 3},
                                           {"smooth_k", "smooth_k", 3},
+                                          {"pv", "pv", 3},
                                           {"compare", "compare", 3},
                                           {"max_abs", "max|d|", 3},
                                           {"mean_abs", "mean|d|", 3},
@@ -256,6 +258,7 @@ TEST_CASE("prefill GPU rows: routing cells for the routed kernel only, timing ce
   CHECK(cell(table, tilemix, "coverage") == Cell{plan.coverage.groups()});
   CHECK(cell(table, tilemix, "mode") == Cell{std::string("quantize_once")});
   CHECK(cell(table, tilemix, "smooth_k") == Cell{false});
+  CHECK(cell(table, tilemix, "pv") == Cell{std::string("fp16")});
   CHECK(cell(table, tilemix, "lq") == Cell{int64_t{256}});
   CHECK(cell(table, tilemix, "reps") == Cell{int64_t{3}});
   CHECK(cell(table, tilemix, "tops") == Cell{4e9 / (1.0 * 1e-3) / 1e12});
@@ -278,7 +281,7 @@ TEST_CASE("prefill GPU rows: routing cells for the routed kernel only, timing ce
                                              std::nullopt,
                                              std::nullopt});
   for (const char* key : {"layout", "ratio", "coverage", "coverage_tiles", "coverage_cells", "params", "mode",
-                          "smooth_k", "median_ms", "reps", "tops", "speedup_vs_flash", "route_ms", "sm_clock_mhz"}) {
+                          "smooth_k", "pv", "median_ms", "reps", "tops", "speedup_vs_flash", "route_ms", "sm_clock_mhz"}) {
     INFO(key);
     CHECK(empty(cell(table, oom, key)));
   }

@@ -848,3 +848,34 @@ TEST_CASE("layout adaptive routes prefill cases, and compare_with may name it", 
   CHECK_THAT(parse_error(R"({"cases": [{"kind": "model", "seq_len": 64, "layout": "adaptive", "ratio": 0.5}]})"),
              Contains("test.json: $.cases[0].layout: adaptive routes prefill cases from their Q and K; a model case"));
 }
+
+TEST_CASE("pv: a prefill and model numerics key of the routed kernel, FP8 with fp32 accumulation and 64-key tiles",
+          "[config]") {
+  const auto cfg = parse(R"({"defaults": {"seq_len": 256, "layout": "one"},
+                            "cases": [{"name": "plain"}, {"name": "fp8", "pv": "fp8"},
+                                      {"name": "model", "kind": "model", "pv": "routed"},
+                                      {"name": "t", "pv": "fp8", "compare_with": {"pv": "fp16"}},
+                                      {"name": "flash", "pv": "routed", "compare_with": {"method": "flash_fp16"}}]})");
+  REQUIRE(cfg.cases.size() == 5);
+  CHECK(cfg.cases[0].numerics.pv == PvPrecision::fp16);
+  CHECK(cfg.cases[1].numerics.pv == PvPrecision::fp8);
+  CHECK(cfg.cases[2].numerics.pv == PvPrecision::routed);
+  REQUIRE(cfg.cases[3].compare_with);
+  CHECK(cfg.cases[3].compare_with->numerics.pv == PvPrecision::fp16);
+  CHECK(cfg.cases[3].compare_with->label == "tilemix pv=fp16");
+  // A baseline does not inherit the routed kernel's P V precision.
+  CHECK(cfg.cases[4].compare_with->numerics.pv == PvPrecision::fp16);
+  const auto axis = parse(R"({"defaults": {"seq_len": 64}})", {"pv=fp16,fp8,routed"});
+  REQUIRE(axis.cases.size() == 3);
+  CHECK(axis.cases[2].numerics.pv == PvPrecision::routed);
+
+  CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 64, "pv": "int8"}})"), Contains("$.defaults.pv"));
+  CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 64, "pv": "fp8", "accum": "fp16"}})"),
+             Contains("$.defaults.pv: is fp8: FP8 P V accumulates in FP32"));
+  CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 64, "pv": "routed", "block_n": 32}})"),
+             Contains("block_n 64 (block_n is 32)"));
+  CHECK_THAT(parse_error(R"({"cases": [{"kind": "decode", "cache_len": 64, "pv": "fp8"}]})"),
+             Contains("$.cases[0].pv: is a prefill key"));
+  CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 64, "compare_with": {"method": "flash_fp16", "pv": "fp8"}}]})"),
+             Contains("has no meaning for flash_fp16"));
+}

@@ -634,3 +634,100 @@ TEST_CASE("emulator: B=1 Hq=8 Hk=2 L=2048 d=128 causal within 10 s", "[.][perf]"
 #endif
   }
 }
+
+namespace {
+
+EmulatorOptions with_pv(PvPrecision pv, int softmax_tiles = 1) {
+  EmulatorOptions o = kDefault;
+  o.numerics.pv = pv;
+  o.softmax_tiles = softmax_tiles;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("emulator: pv routed is pv fp16 on FP16 tiles and pv fp8 on INT8 tiles, bit for bit", "[emulator]") {
+  const AttentionShape s = make_shape(4, 2, 64, true, {300, 1, 0, 129}, {300, 1, 0, 200});
+  const AttentionInputs in = seeded_inputs(s, 81, InputKind::llm_like);
+  const TileGeometry geo{128, 64};
+  for (int steps : {1, 2}) {
+    INFO("softmax_tiles " << steps);
+    const RoutingPlan zero = uniform_plan(s, geo, false), one = uniform_plan(s, geo, true);
+    const EmulatorResult routed_zero = emulate_attention(s, in, zero, with_pv(PvPrecision::routed, steps));
+    const EmulatorResult fp16_zero = emulate_attention(s, in, zero, with_pv(PvPrecision::fp16, steps));
+    CHECK(routed_zero.o == fp16_zero.o);
+    CHECK(routed_zero.lse == fp16_zero.lse);
+    const EmulatorResult routed_one = emulate_attention(s, in, one, with_pv(PvPrecision::routed, steps));
+    const EmulatorResult fp8_one = emulate_attention(s, in, one, with_pv(PvPrecision::fp8, steps));
+    CHECK(routed_one.o == fp8_one.o);
+    // A mixed plan lies between: it differs from both.
+    const RoutingPlan mixed = checkerboard_plan(s, geo);
+    const EmulatorResult routed_mixed = emulate_attention(s, in, mixed, with_pv(PvPrecision::routed, steps));
+    CHECK(routed_mixed.o != emulate_attention(s, in, mixed, with_pv(PvPrecision::fp16, steps)).o);
+    CHECK(routed_mixed.o != emulate_attention(s, in, mixed, with_pv(PvPrecision::fp8, steps)).o);
+  }
+}
+
+TEST_CASE("emulator: pv fp8 stays within E4M3 rounding of exact on awkward shapes", "[emulator]") {
+  const TileGeometry geo{128, 64};
+  const std::vector<AttentionShape> shapes = {
+      make_shape(4, 2, 128, true, {512}, {512}),
+      make_shape(3, 1, 64, false, {77, 300}, {300, 77}),
+      make_shape(2, 1, 64, true, {300}, {77}),  // rows without keys
+  };
+  for (const AttentionShape& s : shapes) {
+    for (const InputKind kind : {InputKind::gaussian, InputKind::llm_like}) {
+      const AttentionInputs in = seeded_inputs(s, 82, kind);
+      const ExactResult ref = exact_attention(s, in);
+      for (const bool int8 : {false, true}) {
+        const RoutingPlan plan = uniform_plan(s, geo, int8);
+        const Deviation fp16 = compare(emulate_attention(s, in, plan, with_pv(PvPrecision::fp16)).o, ref.o);
+        const EmulatorResult fp8 = emulate_attention(s, in, plan, with_pv(PvPrecision::fp8, 2));
+        const Deviation dev = compare(fp8.o, ref.o);
+        INFO(to_string(kind) << " int8 " << int8 << " d " << s.d << ": rel_l2 fp8 " << dev.rel_l2 << " fp16 "
+                             << fp16.rel_l2);
+        CHECK(dev.nonfinite == 0);
+        // E4M3 keeps 3 mantissa bits: P8 and V8 each carry a relative error of up to 2^-4, RMS
+        // 2^-4 / sqrt(3) = 0.036, and o's error relative to o is about sqrt(2) times that where
+        // V's signs are random (gaussian): 0.03 measured.
+        CHECK(dev.rel_l2 < fp16.rel_l2 + 0.05);
+        CHECK(dev.rel_l2 > fp16.rel_l2);
+        check_rows(s, fp8, ref, int8 ? 1.0 : 1e-2);
+      }
+    }
+  }
+}
+
+TEST_CASE("emulator: pv fp8 scales P per row and tile (a tile 2^-20 below the row keeps its share)", "[emulator]") {
+  // One query, two key tiles: tile 0 scores 0 with V = 0, tile 1 scores about -20 (log2) with
+  // V = 1. o is tile 1's share of the mass, about 2^-20: with P on a fixed 448 scale its P8 would
+  // be 448 * 2^-20, below E4M3's smallest subnormal, and o would be 0.
+  const AttentionShape s = make_shape(1, 1, 64, false, {1}, {128});
+  AttentionInputs in = seeded_inputs(s, 83);
+  std::fill(in.q.begin(), in.q.end(), uint16_t{0});
+  std::fill(in.k.begin(), in.k.end(), uint16_t{0});
+  std::fill(in.v.begin(), in.v.end(), uint16_t{0});
+  in.q[0] = float_to_half(1.0f);
+  const float k0 = -20.0f / (s.softmax_scale * 1.44269504f);
+  for (int j = 64; j < 128; ++j) {
+    in.k[static_cast<size_t>(j) * 64] = float_to_half(k0);
+    for (int c = 0; c < 64; ++c) in.v[static_cast<size_t>(j) * 64 + c] = float_to_half(1.0f);
+  }
+  const ExactResult ref = exact_attention(s, in);
+  REQUIRE(ref.o[0] > 1e-7);
+  REQUIRE(ref.o[0] < 1e-5);
+  for (int steps : {1, 2}) {
+    const EmulatorResult fp8 = emulate_attention(s, in, uniform_plan(s, {128, 64}, false), with_pv(PvPrecision::fp8, steps));
+    for (int c = 0; c < 64; ++c) CHECK(half_to_float(fp8.o[c]) == Approx(ref.o[c]).epsilon(0.01));
+  }
+}
+
+TEST_CASE("emulator: pv fp8 refuses fp16 accumulation and key tiles other than 64", "[emulator]") {
+  const AttentionShape s = make_shape(1, 1, 64, false, {10}, {10});
+  const AttentionInputs in = seeded_inputs(s, 84);
+  EmulatorOptions o = with_pv(PvPrecision::fp8);
+  o.numerics.accum = AccumPrecision::fp16;
+  CHECK_THROWS_WITH(emulate_attention(s, in, uniform_plan(s, {128, 64}, false), o), Catch::Contains("FP32"));
+  CHECK_THROWS_WITH(emulate_attention(s, in, uniform_plan(s, {64, 32}, false), with_pv(PvPrecision::routed)),
+                    Catch::Contains("block_n 64"));
+}

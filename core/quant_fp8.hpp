@@ -1,0 +1,91 @@
+#pragma once
+// FP8 P V (SPEC 5 `pv`): the numerics that the CPU emulator and the GPU kernels share.
+//
+// V, per (sequence, block of BLKV = 64 key tokens, KV head, channel); blocks restart at each
+// sequence start and the last may be partial:
+//   scale = max|float(v)| / 448 in FP32 (correctly rounded division; NaN dropped from the max)
+//   code  = e4m3(fp32(float(v) / scale)): one correctly rounded division, then round to nearest
+//           even with saturation to +-448 (cvt.rn.satfinite.e4m3x2.f32); 0 for an all-zero
+//           block (scale 0); a NaN value gives the NaN code.
+// An FP8 tile of a query row (its 64 keys one V block), with p = exp2(s - m_new) the tile's
+// probabilities of the FP16 path (they also feed l) and m_tile the tile's row maximum of s:
+//   e      = exp2(min(m_new - m_tile, 64)), f = 448 * e, g = 1 / f   (each rounded to FP32;
+//            a row without a legal key in the tile has f = g = 0)
+//   P8     = e4m3(fp32(p * f))                    (p * f <= 448 up to rounding)
+//   t[c]   = sum over the tile's keys of P8 * V8[c] in FP32   (products exact)
+//   O[c]  += fp32(t[c] * scale[c]) * g            (one fused multiply-add into O)
+// so P8 spans the whole E4M3 range for every row and tile, whatever its share of the row's mass.
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "core/fp8.hpp"
+
+#if defined(__CUDACC__)
+#define TILEMIX_FP8_HOST_DEVICE __host__ __device__
+#else
+#define TILEMIX_FP8_HOST_DEVICE
+#endif
+
+namespace tilemix {
+
+constexpr int kBlockV = 64;  // BLKV: key tokens per V scale block, one routing tile
+// The largest exponent of e: 448 * 2^64 stays finite, and a tile 2^-64 below the row's maximum
+// adds nothing an FP32 accumulator keeps.
+constexpr float kFp8PMaxExponent = 64.0f;
+
+inline float fp8_scale(float absmax) { return absmax / kFp8E4m3Max; }
+
+inline uint8_t fp8_code(float x, float scale) { return scale == 0.0f ? uint8_t{0} : float_to_fp8_e4m3(x / scale); }
+
+// Where the FP8 MMA finds V8: per KV head and channel one row of keys, each sequence's keys from
+// column 64 * (its first V block), its last block padded with code 0; inside every 32 keys the
+// order the P fragment of the accumulator layout reads them in (thread t of a quad holds keys
+// 2t, 2t + 1, 2t + 8 and 2t + 9 of each 16 as the A operand's k = 4t .. 4t + 3), so P goes from
+// the score registers to the MMA without a shuffle. Key x of a 32-key chunk sits at column:
+TILEMIX_FP8_HOST_DEVICE inline int fp8_value_column(int x) {
+  const int half = x / 16, y = x % 16;
+  const int quad_thread = (y % 8) / 2, k_in_thread = 2 * (y / 8) + y % 2;
+  return 16 * half + 4 * quad_thread + k_in_thread;
+}
+
+// V8 codes and scales of one call.
+struct Fp8Values {
+  int heads = 0, d = 0;
+  // [heads][d][columns], columns = 64 * block_offset.back(): the layout fp8_value_column states.
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;           // [block][heads][d], block_offset as scale_block_offsets(cu, 64)
+  std::vector<int64_t> block_offset;   // B + 1 entries
+  int64_t columns() const { return block_offset.empty() ? 0 : block_offset.back() * kBlockV; }
+
+  // Column of key `token_in_seq` of sequence b.
+  int64_t column(int b, int64_t token_in_seq) const {
+    const int64_t chunk = token_in_seq / 32;
+    return block_offset[b] * kBlockV + 32 * chunk + fp8_value_column(static_cast<int>(token_in_seq % 32));
+  }
+  uint8_t code(int b, int64_t token_in_seq, int h, int c) const {
+    return codes[(static_cast<size_t>(h) * d + c) * static_cast<size_t>(columns()) +
+                 static_cast<size_t>(column(b, token_in_seq))];
+  }
+  float scale(int b, int64_t token_in_seq, int h, int c) const {
+    return scales[(static_cast<size_t>(block_offset[b] + token_in_seq / kBlockV) * heads + h) * d + c];
+  }
+};
+
+// v: FP16 bits [total_k, heads, d]. Uses every OpenMP thread.
+Fp8Values quantize_values_fp8(const std::vector<uint16_t>& v, const std::vector<int64_t>& cu_seqlens_k, int heads,
+                              int d);
+
+// The factors f and g of an FP8 tile's row (above); m_tile = -inf (no legal key) gives 0 and 0.
+struct Fp8RowFactors {
+  float f, g;
+};
+inline Fp8RowFactors fp8_row_factors(float m_new, float m_tile) {
+  if (m_tile == -INFINITY) return {0.0f, 0.0f};
+  const float diff = m_new - m_tile;
+  const float e = std::exp2(diff < kFp8PMaxExponent ? diff : kFp8PMaxExponent);
+  const float f = kFp8E4m3Max * e;
+  return {f, 1.0f / f};
+}
+
+}  // namespace tilemix

@@ -1,0 +1,133 @@
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/fp16.hpp"
+#include "core/fp8.hpp"
+#include "core/problem.hpp"
+#include "core/quant_fp8.hpp"
+
+using namespace tilemix;
+
+namespace {
+
+std::vector<uint16_t> to_half(const std::vector<float>& x) {
+  std::vector<uint16_t> out;
+  for (float v : x) out.push_back(float_to_half(v));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("V8 columns follow the P fragment of the accumulator layout", "[quant][fp8]") {
+  std::set<int> seen;
+  for (int x = 0; x < 32; ++x) seen.insert(fp8_value_column(x));
+  CHECK(seen.size() == 32);
+  CHECK(*seen.begin() == 0);
+  CHECK(*seen.rbegin() == 31);
+  // Thread t of a quad holds keys 2t, 2t + 1, 2t + 8, 2t + 9 of each 16 as k = 4t .. 4t + 3.
+  for (int half = 0; half < 2; ++half) {
+    for (int t = 0; t < 4; ++t) {
+      const int base = 16 * half;
+      CHECK(fp8_value_column(base + 2 * t) == base + 4 * t);
+      CHECK(fp8_value_column(base + 2 * t + 1) == base + 4 * t + 1);
+      CHECK(fp8_value_column(base + 2 * t + 8) == base + 4 * t + 2);
+      CHECK(fp8_value_column(base + 2 * t + 9) == base + 4 * t + 3);
+    }
+  }
+}
+
+TEST_CASE("quantize_values_fp8: a hand-worked block", "[quant][fp8]") {
+  // One sequence of 3 keys, 1 head, d = 2. Channel 0: absmax 448 -> scale 1, codes the values
+  // rounded to E4M3 (17 lies halfway between 16 and 18, whose steps are 2: to even, 16); channel
+  // 1 all zero.
+  const std::vector<float> v = {448, 0, 17, 0, -224, 0};
+  const Fp8Values q = quantize_values_fp8(to_half(v), {0, 3}, 1, 2);
+  REQUIRE(q.block_offset == std::vector<int64_t>{0, 1});
+  REQUIRE(q.columns() == 64);
+  REQUIRE(q.codes.size() == 2 * 64);
+  CHECK(q.scale(0, 0, 0, 0) == 1.0f);
+  CHECK(q.scale(0, 0, 0, 1) == 0.0f);
+  CHECK(fp8_e4m3_to_float(q.code(0, 0, 0, 0)) == 448.0f);
+  CHECK(fp8_e4m3_to_float(q.code(0, 1, 0, 0)) == 16.0f);
+  CHECK(fp8_e4m3_to_float(q.code(0, 2, 0, 0)) == -224.0f);
+  for (int j = 0; j < 3; ++j) CHECK(q.code(0, j, 0, 1) == 0);
+  // The padding of the block (keys 3 .. 63) holds code 0.
+  int nonzero = 0;
+  for (uint8_t c : q.codes) nonzero += c != 0;
+  CHECK(nonzero == 3);
+}
+
+TEST_CASE("quantize_values_fp8: blocks restart per sequence, codes within half an E4M3 step", "[quant][fp8]") {
+  const int heads = 2, d = 8;
+  const std::vector<int64_t> cu = {0, 70, 75, 75, 139};  // 70 keys, 5, none, 64
+  std::vector<float> v(static_cast<size_t>(cu.back()) * heads * d);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.37 * static_cast<double>(i)) * (1 + i % 5) * 3;
+  const std::vector<uint16_t> bits = to_half(v);
+  const Fp8Values q = quantize_values_fp8(bits, cu, heads, d);
+  REQUIRE(q.block_offset == std::vector<int64_t>{0, 2, 3, 3, 4});
+  REQUIRE(q.columns() == 4 * 64);
+  for (int b = 0; b < 4; ++b) {
+    for (int64_t j = 0; j < cu[b + 1] - cu[b]; ++j) {
+      for (int h = 0; h < heads; ++h) {
+        for (int c = 0; c < d; ++c) {
+          const float x = half_to_float(bits[(static_cast<size_t>(cu[b] + j) * heads + h) * d + c]);
+          const float scale = q.scale(b, j, h, c);
+          const float back = fp8_e4m3_to_float(q.code(b, j, h, c)) * scale;
+          // Normals keep 3 mantissa bits (half a step: 2^-4 relative); subnormals a step of 2^-9.
+          INFO("b " << b << " j " << j << " h " << h << " c " << c << ": " << x << " -> " << back);
+          REQUIRE(std::fabs(back - x) <= std::max(std::fabs(x) / 16.0f, scale * 0x1p-10f) * 1.0001f);
+        }
+      }
+    }
+  }
+  // Every column holds one key or padding: 139 keys x 2 heads x 8 channels coded, the rest 0.
+  std::vector<int> filled(q.codes.size(), 0);
+  for (int b = 0; b < 4; ++b) {
+    for (int64_t j = 0; j < cu[b + 1] - cu[b]; ++j) {
+      for (int hc = 0; hc < heads * d; ++hc) ++filled[static_cast<size_t>(hc) * q.columns() + q.column(b, j)];
+    }
+  }
+  for (size_t i = 0; i < filled.size(); ++i) {
+    REQUIRE(filled[i] <= 1);
+    if (!filled[i]) REQUIRE(q.codes[i] == 0);
+  }
+}
+
+TEST_CASE("quantize_values_fp8: NaN leaves the scale and becomes the NaN code", "[quant][fp8]") {
+  const std::vector<float> v = {std::numeric_limits<float>::quiet_NaN(), 2.0f, -1.0f};
+  const Fp8Values q = quantize_values_fp8(to_half(v), {0, 3}, 1, 1);
+  CHECK(q.scale(0, 0, 0, 0) == 2.0f / 448.0f);
+  CHECK(q.code(0, 0, 0, 0) == kFp8E4m3Nan);
+  CHECK(fp8_e4m3_to_float(q.code(0, 1, 0, 0)) * q.scale(0, 1, 0, 0) == 2.0f);
+}
+
+TEST_CASE("FP8 row factors: full range per tile, none for a tile without keys", "[quant][fp8]") {
+  const Fp8RowFactors same = fp8_row_factors(3.0f, 3.0f);
+  CHECK(same.f == 448.0f);
+  CHECK(same.g == 1.0f / 448.0f);
+  const Fp8RowFactors below = fp8_row_factors(3.0f, -17.0f);  // the tile's maximum 2^-20 of the row's
+  CHECK(below.f == 448.0f * 0x1p20f);
+  const Fp8RowFactors far = fp8_row_factors(0.0f, -1000.0f);
+  CHECK(std::isfinite(far.f));
+  CHECK(far.f == 448.0f * 0x1p64f);
+  const Fp8RowFactors empty = fp8_row_factors(0.0f, -std::numeric_limits<float>::infinity());
+  CHECK(empty.f == 0.0f);
+  CHECK(empty.g == 0.0f);
+}
+
+TEST_CASE("Numerics::fp8_pv names the tiles that take FP8 P V", "[quant][fp8]") {
+  Numerics n;
+  CHECK_FALSE(n.fp8_pv(false));
+  CHECK_FALSE(n.fp8_pv(true));
+  n.pv = PvPrecision::fp8;
+  CHECK(n.fp8_pv(false));
+  CHECK(n.fp8_pv(true));
+  n.pv = PvPrecision::routed;
+  CHECK_FALSE(n.fp8_pv(false));
+  CHECK(n.fp8_pv(true));
+  CHECK(std::string(to_string(PvPrecision::routed)) == "routed");
+}
