@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/quant.hpp"
+#include "core/quant_fp8.hpp"
 #include "core/routing/layouts/adaptive.hpp"
 #include "tilemix/routing.hpp"
 
@@ -177,6 +178,22 @@ QuantOutput GpuProblem::quantize(bool smooth_k) {
     out.ks = gpu::to_host<uint16_t>(k_smoothed_, k_smoothed_.bytes() / sizeof(uint16_t));
   }
   return out;
+}
+
+ValueCodes GpuProblem::quantize_values() {
+  if (v8_.bytes() == 0 && k_blocks_ > 0) {
+    const size_t channels = static_cast<size_t>(shape_.hk) * shape_.d;
+    v8_ = gpu::DeviceBuffer(channels * static_cast<size_t>(k_blocks_) * kBlockV);
+    v_scale_ = gpu::DeviceBuffer(channels * static_cast<size_t>(k_blocks_) * sizeof(float));
+  }
+  v8_.poison();
+  v_scale_.poison();
+  gpu::PrefillParams p = params(Numerics{});
+  p.v8 = v8_.as<uint8_t>();
+  p.v_scale = v_scale_.as<float>();
+  gpu::quantize_values_fp8(p, nullptr);
+  gpu::device_synchronize("quantize_values_fp8 run");
+  return {gpu::to_host<uint8_t>(v8_, v8_.bytes()), gpu::to_host<float>(v_scale_, v_scale_.bytes() / sizeof(float))};
 }
 
 std::unique_ptr<GpuProblem::AdaptiveBuilder> GpuProblem::make_adaptive_builder(const RoutingPlan& plan,

@@ -27,6 +27,12 @@ struct QuantOutput {
   std::vector<uint16_t> ks;
 };
 
+// V in FP8 as quantize_values_fp8 writes it: Fp8Values' codes and scales (core/quant_fp8.hpp).
+struct ValueCodes {
+  std::vector<uint8_t> v8;
+  std::vector<float> v_scale;
+};
+
 // Layout adaptive as the GPU builds it: the words and the values of each step
 // (layouts::AdaptivePools and the scores), in the CPU builder's layouts.
 struct AdaptiveOutput {
@@ -48,6 +54,8 @@ class GpuProblem {
   KernelOutput flash(const Numerics& numerics);
   // The quantization pass alone (smooth_keys first with smooth_k), outputs poisoned before it.
   QuantOutput quantize(bool smooth_k = false);
+  // quantize_values_fp8 alone (its buffers allocated at the first call), outputs poisoned before it.
+  ValueCodes quantize_values();
   // gpu::adaptive_words on the problem's Q and K for the tiling and ratio of `plan`, downloaded;
   // scratch and words are poisoned first, so a value no thread wrote shows.
   AdaptiveOutput adaptive_routing(const RoutingPlan& plan);
@@ -92,6 +100,7 @@ class GpuProblem {
   gpu::DeviceBuffer q_, k_, v_, cu_q_, cu_k_, o_, lse_;
   gpu::DeviceBuffer q8_, k8_, q_scale_, k_scale_, q_block_offset_, k_block_offset_;
   gpu::DeviceBuffer kbar_, qkbar_, kbar_partial_, k_smoothed_;
+  gpu::DeviceBuffer v8_, v_scale_;  // pv fp8 / routed, allocated when first used
   gpu::DeviceBuffer words_, tile_offset_, group_;
   int64_t q_blocks_ = 0, k_blocks_ = 0;
   int64_t total_query_tiles_ = 0;

@@ -28,6 +28,9 @@ PrefillEmulation prefill_emulation(PrefillMainloop mainloop) { return emulation_
 
 void quantize_qk(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
 void smooth_keys(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
+void quantize_values_fp8(const PrefillParams&, void*) {
+  throw std::runtime_error("this build has no CUDA kernels");
+}
 void tilemix_prefill(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
 void flash_fp16_prefill(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
 void adaptive_words(const AdaptiveRoutingParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }

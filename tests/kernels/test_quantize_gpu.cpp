@@ -1,12 +1,15 @@
 // quantize_qk against quantize_blockwise, and with smooth_k smooth_keys + quantize_qk against
-// smooth_keys and quantize_blockwise of Ks on the CPU: kbar, qkbar, Ks, codes and scales bit for bit.
+// smooth_keys and quantize_blockwise of Ks on the CPU: kbar, qkbar, Ks, codes and scales bit for bit;
+// quantize_values_fp8 against its CPU twin (pv fp8): V8 codes in the FP8 MMA layout and scales.
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
 #include <vector>
 
-#include "core/quant.hpp"
 #include "apps/common/gpu_problem.hpp"
+#include "core/fp8.hpp"
+#include "core/quant.hpp"
+#include "core/quant_fp8.hpp"
 #include "tests/kernels/gpu_checks.hpp"
 #include "tests/reference/attention_fixtures.hpp"
 
@@ -81,6 +84,35 @@ TEST_CASE("smooth_keys and quantize_qk with smooth_k are bit-identical with the 
       // Q is quantized as without smoothing.
       CHECK(got.q8 == q.codes);
       CHECK(same_bits(got.q_scale, q.scales));
+    }
+  }
+}
+
+TEST_CASE("quantize_values_fp8 is bit-identical with the CPU's FP8 V codes, scales and layout", "[gpu][quant]") {
+  // Fresh lengths and inputs every run (printed on failure): partial V blocks, empty and length-1
+  // sequences, one all-zero channel of a block (scale 0) and one NaN; each channel's maximum
+  // codes to 448, the top of the range.
+  std::random_device entropy;
+  std::mt19937_64 rng((static_cast<uint64_t>(entropy()) << 32) | entropy());
+  for (int d : {64, 128}) {
+    for (InputKind kind : {InputKind::gaussian, InputKind::llm_like}) {
+      std::vector<int64_t> lengths = {static_cast<int64_t>(rng() % 300) + 1, 0, 1, static_cast<int64_t>(rng() % 200) + 65};
+      const uint64_t seed = rng();
+      INFO("d=" << d << " input=" << to_string(kind) << " seed " << seed << " lengths " << lengths[0] << ","
+                << lengths[3]);
+      const AttentionShape s = make_shape(6, 3, d, true, lengths, lengths);
+      AttentionInputs in = seeded_inputs(s, seed, kind);
+      // Channel 5 of KV head 1 is zero over the last sequence's first block; one NaN in head 2.
+      for (int64_t t = s.cu_seqlens_k[3]; t < s.cu_seqlens_k[3] + 64; ++t) in.v[(t * s.hk + 1) * d + 5] = 0;
+      in.v[(static_cast<size_t>(s.cu_seqlens_k[3]) * s.hk + 2) * d + 7] = 0x7e00;
+      GpuProblem gpu(s, in);
+      const ValueCodes got = gpu.quantize_values();
+      const Fp8Values want = quantize_values_fp8(in.v, s.cu_seqlens_k, s.hk, d);
+      CHECK(want.scale(3, 0, 1, 5) == 0.0f);
+      CHECK(want.code(3, 0, 2, 7) == kFp8E4m3Nan);
+      REQUIRE(got.v8.size() == want.codes.size());
+      CHECK(got.v8 == want.codes);
+      CHECK(same_bits(got.v_scale, want.scales));
     }
   }
 }

@@ -54,6 +54,11 @@ struct PrefillParams {
   float* qkbar = nullptr;
   float* kbar_partial = nullptr;
   void* k_smoothed = nullptr;
+  // FP8 P V (numerics.pv fp8 or routed; core/quant_fp8.hpp): quantize_values_fp8 writes the E4M3
+  // codes of V, v8 [hk][d][64 * k_blocks] in the FP8 MMA's key order, and their scales v_scale
+  // [k_blocks][hk][d] (V blocks are the 64-key K scale blocks, k_block_offset). Unused otherwise.
+  uint8_t* v8 = nullptr;
+  float* v_scale = nullptr;
   Numerics numerics;
   // d = 128 with fp32 accumulation: the mainloop (warp_specialized needs flash_fp16 or
   // quantize_once and fewer than 2^31 tokens per tensor; asking for it otherwise is an error).
@@ -74,6 +79,8 @@ PrefillEmulation prefill_emulation(PrefillMainloop mainloop);
 void quantize_qk(const PrefillParams& p, void* stream);  // writes q8/k8/scales (smooth_k: after smooth_keys)
 // smooth_k, either mode: kbar, qkbar and k_smoothed, before quantize_qk and tilemix_prefill.
 void smooth_keys(const PrefillParams& p, void* stream);
+// pv fp8 / routed: v8 and v_scale (v, v8 and cu_seqlens 16-byte aligned as cudaMalloc leaves them).
+void quantize_values_fp8(const PrefillParams& p, void* stream);
 void tilemix_prefill(const PrefillParams& p, void* stream);  // quantize_once needs quantize_qk first
 void flash_fp16_prefill(const PrefillParams& p, void* stream);
 
