@@ -131,6 +131,21 @@ __device__ __forceinline__ void wgmma_m64n64k32_s8(T (&d)[32], uint64_t desc_a, 
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
+// D(64x64, f32) = A(64x32, e4m3, registers: the mma.m16n8k32 A fragment of the warp's 16 rows)
+// B(32x64, e4m3, shared memory, K-major: 8-bit operands have no MN-major form) (+ D when
+// `accumulate`). What the accumulator keeps of the sum: tests/kernels/test_fp8_mma_gpu.cpp.
+__device__ __forceinline__ void wgmma_m64n64k32_e4m3_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,
+                                                        int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+      : TILEMIX_WGMMA_ACC32("+f", d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+}
+
 // D(64x64, f32) = A(64x16, f16) B(16x64, f16) (+ D when `accumulate`), both from shared memory.
 __device__ __forceinline__ void wgmma_m64n64k16_f16(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int accumulate) {
   asm volatile(

@@ -5,6 +5,7 @@
 #include "../prefill/tile_sizes.hpp"
 #include "tilemix/attention.hpp"
 #include "tilemix/device_buffer.hpp"
+#include "tilemix/fp8_mma.hpp"
 #include "tilemix/gpu.hpp"
 #include "tilemix/routing.hpp"
 
@@ -34,6 +35,10 @@ void quantize_values_fp8(const PrefillParams&, void*) {
 void tilemix_prefill(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
 void flash_fp16_prefill(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
 void adaptive_words(const AdaptiveRoutingParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
+std::vector<float> fp8_mma_m64n64k32(const std::vector<uint8_t>&, const std::vector<uint8_t>&,
+                                     const std::vector<float>&, bool) {
+  throw std::runtime_error("this build has no CUDA kernels");
+}
 
 DeviceBuffer::DeviceBuffer(size_t bytes, const std::string&) {
   if (bytes != 0) throw std::runtime_error("this build has no CUDA kernels");
