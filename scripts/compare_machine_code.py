@@ -9,7 +9,8 @@ kernels in anonymous namespaces carry a hash of their file, which is normalized 
 
 Usage: scripts/compare_machine_code.py BASE_REV SOURCE[:BASE_SOURCE] [...]
 SOURCE is a path under the repository root in the working tree; BASE_SOURCE, when the file was
-renamed, its path at BASE_REV. Exit 0 whether or not the code differs (the table is the answer);
+renamed, its path at BASE_REV. Kernels whose mangled names all changed (a template parameter added
+with a default) are paired in name order. Exit 0 whether or not the code differs (the table is the answer);
 2 when a compile fails.
 """
 import hashlib
@@ -71,6 +72,15 @@ def main():
                 compile_cubin(repo, source, tmp / f"{stem}.new.cubin")
                 base = kernel_text(tmp / f"{stem}.base.cubin")
                 new = kernel_text(tmp / f"{stem}.new.cubin")
+                # Kernels whose names changed (a template parameter added with a default value
+                # changes every mangled name) are paired in name order when both sides have as
+                # many unmatched; they are compared under the base name.
+                only_base = sorted(set(base) - set(new))
+                only_new = sorted(set(new) - set(base))
+                if only_base and len(only_base) == len(only_new):
+                    for old_name, new_name in zip(only_base, only_new):
+                        print(f"{source}: renamed {old_name[:60]}... -> {new_name[:60]}...")
+                        new[old_name] = new.pop(new_name)
                 for name in sorted(set(base) | set(new)):
                     total += 1
                     a, b = base.get(name), new.get(name)

@@ -67,8 +67,20 @@ gpu::PrefillParams GpuProblem::params(const Numerics& numerics) {
   p.qkbar = qkbar_.as<float>();
   p.kbar_partial = kbar_partial_.as<float>();
   p.k_smoothed = k_smoothed_.data();
+  if (numerics.pv != PvPrecision::fp16) {
+    allocate_value_codes();
+    p.v8 = v8_.as<uint8_t>();
+    p.v_scale = v_scale_.as<float>();
+  }
   p.numerics = numerics;
   return p;
+}
+
+void GpuProblem::allocate_value_codes() {
+  if (v8_.bytes() != 0 || k_blocks_ == 0) return;
+  const size_t channels = static_cast<size_t>(shape_.hk) * shape_.d;
+  v8_ = gpu::DeviceBuffer(channels * static_cast<size_t>(k_blocks_) * kBlockV);
+  v_scale_ = gpu::DeviceBuffer(channels * static_cast<size_t>(k_blocks_) * sizeof(float));
 }
 
 KernelOutput GpuProblem::fetch() {
@@ -113,6 +125,7 @@ void GpuProblem::launch_tilemix(const Numerics& numerics) {
   launch_routing();
   if (numerics.smooth_k) gpu::smooth_keys(p, nullptr);
   if (numerics.mode == QuantMode::quantize_once && any_int8_) gpu::quantize_qk(p, nullptr);
+  if (numerics.pv != PvPrecision::fp16) gpu::quantize_values_fp8(p, nullptr);
   gpu::tilemix_prefill(p, nullptr);
 }
 
@@ -121,7 +134,8 @@ void GpuProblem::launch_flash(const Numerics& numerics) { gpu::flash_fp16_prefil
 void GpuProblem::poison_outputs() {
   o_.poison();
   lse_.poison();
-  for (gpu::DeviceBuffer* b : {&q8_, &k8_, &q_scale_, &k_scale_, &kbar_, &qkbar_, &kbar_partial_, &k_smoothed_}) {
+  for (gpu::DeviceBuffer* b :
+       {&q8_, &k8_, &q_scale_, &k_scale_, &kbar_, &qkbar_, &kbar_partial_, &k_smoothed_, &v8_, &v_scale_}) {
     b->poison();
   }
 }
@@ -156,6 +170,10 @@ int64_t GpuProblem::resident_bytes(bool tilemix, const Numerics& numerics, gpu::
     // smooth_keys reads the K block offsets in either mode.
     if (!(numerics.mode == QuantMode::quantize_once && any_int8_)) add({&k_block_offset_});
   }
+  if (numerics.pv != PvPrecision::fp16) {
+    add({&v8_, &v_scale_});
+    if (!(numerics.mode == QuantMode::quantize_once && any_int8_) && !numerics.smooth_k) add({&k_block_offset_});
+  }
   return bytes;
 }
 
@@ -181,16 +199,11 @@ QuantOutput GpuProblem::quantize(bool smooth_k) {
 }
 
 ValueCodes GpuProblem::quantize_values() {
-  if (v8_.bytes() == 0 && k_blocks_ > 0) {
-    const size_t channels = static_cast<size_t>(shape_.hk) * shape_.d;
-    v8_ = gpu::DeviceBuffer(channels * static_cast<size_t>(k_blocks_) * kBlockV);
-    v_scale_ = gpu::DeviceBuffer(channels * static_cast<size_t>(k_blocks_) * sizeof(float));
-  }
+  Numerics numerics;
+  numerics.pv = PvPrecision::fp8;
+  const gpu::PrefillParams p = params(numerics);
   v8_.poison();
   v_scale_.poison();
-  gpu::PrefillParams p = params(Numerics{});
-  p.v8 = v8_.as<uint8_t>();
-  p.v_scale = v_scale_.as<float>();
   gpu::quantize_values_fp8(p, nullptr);
   gpu::device_synchronize("quantize_values_fp8 run");
   return {gpu::to_host<uint8_t>(v8_, v8_.bytes()), gpu::to_host<float>(v_scale_, v_scale_.bytes() / sizeof(float))};

@@ -54,16 +54,17 @@ class GpuProblem {
   KernelOutput flash(const Numerics& numerics);
   // The quantization pass alone (smooth_keys first with smooth_k), outputs poisoned before it.
   QuantOutput quantize(bool smooth_k = false);
-  // quantize_values_fp8 alone (its buffers allocated at the first call), outputs poisoned before it.
+  // quantize_values_fp8 alone, outputs poisoned before it.
   ValueCodes quantize_values();
   // gpu::adaptive_words on the problem's Q and K for the tiling and ratio of `plan`, downloaded;
   // scratch and words are poisoned first, so a value no thread wrote shows.
   AdaptiveOutput adaptive_routing(const RoutingPlan& plan);
 
   // For timing: upload the routing once, then enqueue launches (no poison, no synchronisation).
-  // launch_tilemix includes the quantization pass (and smooth_keys with smooth_k), as every
-  // reported time does, and for a layout that routes from the data (adaptive) the words built on
-  // the GPU from Q and K (launch_routing), which then replace `words`; the kernel's instance is
+  // launch_tilemix includes the quantization passes (smooth_keys with smooth_k, quantize_values_fp8
+  // with pv fp8 or routed), as every reported time does, and for a layout that routes from the
+  // data (adaptive) the words built on the GPU from Q and K (launch_routing), which then replace
+  // `words`; the kernel's instance is
   // then chosen without reading the words (one score product per step only where every g is even).
   void set_routing(const RoutingPlan& plan, const std::vector<uint64_t>& words);
   bool routes_on_gpu() const { return adaptive_ != nullptr; }
@@ -73,8 +74,9 @@ class GpuProblem {
   KernelOutput fetch();
 
   // Bytes resident in device memory for one call: inputs, outputs, and for tilemix the routing
-  // metadata plus (quantize_once with an INT8 tile) the Q8/K8 codes and scales and (smooth_k) Ks,
-  // kbar, its block sums and qkbar; as allocated or as the driver measured the allocations.
+  // metadata plus (quantize_once with an INT8 tile) the Q8/K8 codes and scales, (smooth_k) Ks,
+  // kbar, its block sums and qkbar, and (pv fp8 / routed) V8 and its scales; as allocated or as the
+  // driver measured the allocations.
   int64_t resident_bytes(bool tilemix, const Numerics& numerics,
                          gpu::MemoryCount how = gpu::MemoryCount::allocated) const;
 
@@ -84,6 +86,7 @@ class GpuProblem {
 
  private:
   void poison_outputs();
+  void allocate_value_codes();  // v8_ and v_scale_, at the first call with pv fp8 or routed
 
   // Layout adaptive's word builder for one plan: its schedule and scratch on the device, and the
   // parameters of gpu::adaptive_words, which writes `words`.

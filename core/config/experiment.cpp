@@ -657,6 +657,10 @@ CaseSpec read_case(const json& merged, const Origins& origins, const Context& ct
                                                         {"wgmma", PrefillMainloop::wgmma},
                                                         {"warp_specialized", PrefillMainloop::warp_specialized}},
                                                        spec.prefill_mainloop);
+    if (nu.pv != PvPrecision::fp16 && spec.prefill_mainloop == PrefillMainloop::wgmma) {
+      throw InputError(r.where("mainloop"), std::string("is wgmma: FP8 P V (pv ") + to_string(nu.pv) +
+                                                ") runs on the warp_specialized mainloop (or auto)");
+    }
   }
   if (kind == CaseKind::model) {
     ModelCaseSpec& mc = spec.model.emplace();

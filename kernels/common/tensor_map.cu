@@ -58,4 +58,29 @@ CUtensorMap make_head_tensor_map(const void* base, int element_bytes, int64_t to
   return map;
 }
 
+CUtensorMap make_value_codes_tensor_map(const void* base, int64_t columns, int heads, int d,
+                                        const std::string& context) {
+  if (reinterpret_cast<uintptr_t>(base) % 16 != 0 || columns % 64 != 0 || columns <= 0 || columns > 0xffffffffll ||
+      d <= 0 || d > 256 || heads <= 0) {
+    throw std::invalid_argument(context + ": tensor map of the V codes (" + std::to_string(heads) + " x " +
+                                std::to_string(d) + " x " + std::to_string(columns) +
+                                ") does not meet TMA's alignment and size rules");
+  }
+  CUtensorMap map;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(columns), static_cast<cuuint64_t>(d),
+                              static_cast<cuuint64_t>(heads)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(columns), static_cast<cuuint64_t>(columns) * d};
+  const cuuint32_t box[3] = {64u, static_cast<cuuint32_t>(d), 1u};
+  const cuuint32_t element_strides[3] = {1u, 1u, 1u};
+  const CUresult r = encode_tiled(context)(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(base), dims,
+                                           strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                           CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    throw CudaError("cuTensorMapEncodeTiled", cudaErrorInvalidValue,
+                    context + " (CUresult " + std::to_string(static_cast<int>(r)) + ")");
+  }
+  return map;
+}
+
 }  // namespace tilemix::gpu

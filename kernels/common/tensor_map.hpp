@@ -17,4 +17,9 @@ namespace tilemix::gpu {
 CUtensorMap make_head_tensor_map(const void* base, int element_bytes, int64_t tokens, int heads, int d,
                                  int64_t row_bytes, int box_rows, int box_elems, const std::string& context);
 
+// The FP8 V codes of pv fp8 / routed (core/quant_fp8.hpp's layout: [heads][d][columns] bytes), read
+// in boxes of 64 keys x all d channels of one head: rows of 64 bytes in the 64-byte swizzle, the
+// K-major B operand of the FP8 P V product.
+CUtensorMap make_value_codes_tensor_map(const void* base, int64_t columns, int heads, int d, const std::string& context);
+
 }  // namespace tilemix::gpu

@@ -367,6 +367,23 @@ __device__ __forceinline__ void wgmma_pv_k64(float (&o)[64], const uint32_t (&a)
   wgmma_commit();
 }
 
+// O(64 x kDim, f32) += P V over the 64 keys of one half of a 128-key V stage: 4 k16 steps, P as
+// the A fragments a[kk], V MN-major (`v_desc` from sw128_desc_mn at the half's first row).
+template <int kDim>
+__device__ __forceinline__ void wgmma_pv_half(float (&o)[kDim / 2], const uint32_t (&a)[4][4], uint64_t v_desc) {
+  wgmma_fence_operands(o);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    if constexpr (kDim == 128) {
+      wgmma_m64n128k16_f16_rs(o, a[kk], desc_advance(v_desc, 2048 * kk));
+    } else {
+      wgmma_m64n64k16_f16_rs_mn(o, a[kk], desc_advance(v_desc, 2048 * kk));
+    }
+  }
+  wgmma_commit();
+}
+
 // O(64 x kDim) += P V over 128 keys: 8 k16 steps (V MN-major, 128 key rows per block), O in fp32
 // (kDim / 2 floats per thread) or, accumulated in fp16, as f16x2 pairs (kDim / 4 registers: the
 // pairs of the fp32 layout, so the fragment is the same).

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/quant_fp8.hpp"
 #include "kernels/prefill/launch.hpp"
 #include "kernels/prefill/params.cuh"
 #include "kernels/prefill/tile_sizes.hpp"
@@ -24,7 +25,10 @@ std::string describe(const PrefillParams& p, const char* kernel, bool routed) {
                   " total_q=" + std::to_string(p.total_q) + " total_k=" + std::to_string(p.total_k) +
                   " max_seqlen_q=" + std::to_string(p.max_seqlen_q) + " causal=" + (p.causal ? "1" : "0") +
                   " state=" + to_string(p.numerics.state) + " accum=" + to_string(p.numerics.accum);
-  if (routed) s += std::string(" mode=") + to_string(p.numerics.mode) + (p.numerics.smooth_k ? " smooth_k" : "");
+  if (routed) {
+    s += std::string(" mode=") + to_string(p.numerics.mode) + (p.numerics.smooth_k ? " smooth_k" : "");
+    if (p.numerics.pv != PvPrecision::fp16) s += std::string(" pv=") + to_string(p.numerics.pv);
+  }
   s += std::string(" mainloop=") + to_string(p.mainloop);
   return s + ")";
 }
@@ -44,9 +48,12 @@ bool validate(const PrefillParams& p, const std::string& context, bool routed) {
   if (routed) {
     require(p.numerics.mode == QuantMode::quantize_once || p.numerics.mode == QuantMode::on_the_fly, context,
             "unsupported quantization mode " + std::to_string(static_cast<int>(p.numerics.mode)));
-    require(p.numerics.pv == PvPrecision::fp16, context,
-            std::string("unsupported P V precision pv=") + to_string(p.numerics.pv) +
-                " (the GPU kernels take pv fp16; the CPU emulator models fp8 and routed)");
+    if (p.numerics.pv != PvPrecision::fp16) {
+      require(tilemix_mainloop(p.mainloop, p.numerics) == PrefillMainloop::warp_specialized, context,
+              std::string("pv=") + to_string(p.numerics.pv) + " runs on the warp_specialized mainloop alone");
+      require(p.numerics.accum == AccumPrecision::fp32, context,
+              std::string("pv=") + to_string(p.numerics.pv) + " accumulates in fp32 (accum fp16 given)");
+    }
   }
   require(p.hq > 0 && p.hk > 0 && p.hq % p.hk == 0, context, "hq must be a positive multiple of hk");
   require(p.hq <= 65535 && p.batch >= 0 && p.batch <= 65535, context, "hq and batch must be at most 65535");
@@ -61,6 +68,9 @@ bool validate(const PrefillParams& p, const std::string& context, bool routed) {
   if (routed) {
     require(p.words && p.tile_offset && p.group && p.total_query_tiles > 0, context,
             "words, tile_offset, group and total_query_tiles are required");
+    require(p.numerics.pv == PvPrecision::fp16 || (p.v8 && p.v_scale && p.k_block_offset && p.k_blocks > 0) ||
+                p.total_k == 0,
+            context, "FP8 P V needs v8, v_scale and the K block offsets (written by quantize_values_fp8)");
   }
   return true;
 }
@@ -84,6 +94,9 @@ KernelParams kernel_params(const PrefillParams& p) {
   k.k_scale = p.k_scale;
   k.q_block_offset = p.q_block_offset;
   k.k_block_offset = p.k_block_offset;
+  k.v8 = p.v8;
+  k.v_scale = p.v_scale;
+  k.v8_columns = p.k_blocks * kBlockV;
   k.total_q = p.total_q;
   k.q8_row_bytes = static_cast<int64_t>(p.hq) * p.d;
   k.k8_row_bytes = static_cast<int64_t>(p.hk) * p.d;
@@ -107,6 +120,24 @@ void launch(const PrefillParams& p, void* stream, const std::string& context) {
   const KernelParams k = kernel_params(p);
   const LaunchShape shape = launch_shape(p);
   const bool accum_half = p.numerics.accum == AccumPrecision::fp16;
+  if constexpr (kPaths != ScorePaths::fp16) {
+    if (p.numerics.pv != PvPrecision::fp16) {
+      // FP8 P V: the warp-specialized kernel alone (fp32 accumulation, checked above).
+      require(p.total_q < kWsMaxTokens && p.total_k < kWsMaxTokens, context,
+              "the warp_specialized mainloop needs fewer than 2^31 tokens per tensor");
+      const PrefillTensors tensors{p.total_q, p.total_k};
+      const bool all = p.numerics.pv == PvPrecision::fp8;
+      if (p.d == 64) {
+        all ? launch_prefill_ws<64, kPaths, false, PvPaths::fp8>(k, tensors, shape, p.uniform_steps, stream, context)
+            : launch_prefill_ws<64, kPaths, false, PvPaths::routed>(k, tensors, shape, p.uniform_steps, stream, context);
+      } else {
+        all ? launch_prefill_ws<128, kPaths, false, PvPaths::fp8>(k, tensors, shape, p.uniform_steps, stream, context)
+            : launch_prefill_ws<128, kPaths, false, PvPaths::routed>(k, tensors, shape, p.uniform_steps, stream,
+                                                                     context);
+      }
+      return;
+    }
+  }
   if (p.mainloop == PrefillMainloop::warp_specialized) {
     require(p.total_q < kWsMaxTokens && p.total_k < kWsMaxTokens, context,
             "the warp_specialized mainloop needs fewer than 2^31 tokens per tensor");

@@ -15,6 +15,10 @@ enum class ScorePaths {
   routed_on_the_fly,     // tilemix: INT8 tiles quantize Q/K on chip
 };
 
+// P V products of the warp-specialized kernel: FP16 on every tile, FP8 on every tile (pv fp8), or
+// FP8 on the INT8-routed tiles and FP16 on the others (pv routed).
+enum class PvPaths { fp16, fp8, routed };
+
 struct LaunchShape {
   int64_t query_tiles = 0;  // ceil(max_seqlen_q / BLOCK_M)
   int heads = 0;
@@ -38,8 +42,8 @@ void launch_prefill_sm90(const KernelParams& params, const LaunchShape& shape, v
 // The warp-specialized kernel (sm_90a, TMA, persistent): d = 64 and 128, fp32 and fp16 P V
 // accumulation (kAccumHalf), every score path, token counts below 2^31 (TMA coordinates are
 // 32-bit). uniform_steps: both key tiles of every step take one route
-// (PrefillParams).
-template <int kHeadDim, ScorePaths kPaths, bool kAccumHalf>
+// (PrefillParams). kPv: the P V products (FP8 ones: tilemix, fp32 accumulation).
+template <int kHeadDim, ScorePaths kPaths, bool kAccumHalf, PvPaths kPv = PvPaths::fp16>
 void launch_prefill_ws(const KernelParams& params, const PrefillTensors& tensors, const LaunchShape& shape,
                        bool uniform_steps, void* stream, const std::string& context);
 

@@ -33,6 +33,7 @@
 #include "kernels/common/tma.cuh"
 #include "kernels/common/wgmma.cuh"
 #include "kernels/prefill/accumulator.cuh"
+#include "kernels/prefill/fp8_pv.cuh"
 #include "kernels/prefill/launch.hpp"
 #include "kernels/prefill/mask.cuh"
 #include "kernels/prefill/params.cuh"
@@ -48,7 +49,7 @@ namespace tilemix::gpu {
 // K, K8 and V boxes of one routing tile of keys), built on the host.
 struct KernelParamsWs {
   KernelParams p;
-  CUtensorMap q, k, v, q8, k8;
+  CUtensorMap q, k, v, q8, k8, v8;  // v8: pv fp8 / routed, boxes of 64 keys x d channels
   PersistentTiles tiles;
 };
 
@@ -60,8 +61,10 @@ struct KernelParamsWs {
 // are, or, in the one-product instance at d = 64, from byte h * kK8HalfBytes, so that two K8 halves
 // make one 128-row K8 block (at d = 128 both offsets are the same). on_the_fly keeps the K8 halves
 // of stage s in K8 stage s (half h from byte h * kK8HalfBytes), apart from the FP16 rows they are
-// coded from. Every block is 1024-byte aligned (the swizzles' address bits).
-template <class Cfg, ScorePaths kPaths>
+// coded from. An FP8 P V half (kFp8Pv) holds its V8 box (d rows of 64 keys, 64-byte swizzle) from
+// byte h * kHalfBytes of its V stage instead of V's rows, and its d V scales in the V scales
+// [kVStages][2][d]. Every block is 1024-byte aligned (the swizzles' address bits).
+template <class Cfg, ScorePaths kPaths, bool kFp8Pv = false>
 struct PrefillSmemWs {
   static constexpr bool kRouted = kPaths != ScorePaths::fp16;
   static constexpr bool kOnTheFly = kPaths == ScorePaths::routed_on_the_fly;
@@ -83,7 +86,9 @@ struct PrefillSmemWs {
   static constexpr int kBarrierCount = 3 * Cfg::kKStages + 2 * Cfg::kVStages + 3;
   static constexpr int kKScales = kBarriers + 8 * kBarrierCount;
   static constexpr int kQScale = kKScales + 4 * 2 * Cfg::kKStages;
-  static constexpr int kScratch = kQScale + 4;
+  static constexpr int kVScales = (kQScale + 4 + 15) / 16 * 16;  // 16-byte aligned for the bulk copies
+  static constexpr int kVScaleBytes = 4 * Cfg::kHeadDim;          // one half's
+  static constexpr int kScratch = kVScales + (kFp8Pv ? 2 * Cfg::kVStages * kVScaleBytes : 0);
   static constexpr int kBytes = kScratch + 4 * Cfg::kQuantizerWarps;
   static constexpr int kAllocBytes = kBytes + 1024;  // the base is aligned at run time
   static_assert(Cfg::kHeadDim == 64 || Cfg::kHeadDim == 128, "Q8 and K8 rows are one 64- or 128-byte swizzled row");
@@ -130,6 +135,9 @@ struct PrefillSmemWs {
   __device__ __forceinline__ static float* k_scale(char* smem, int stage, int half) {
     return reinterpret_cast<float*>(smem + kKScales) + 2 * stage + half;
   }
+  __device__ __forceinline__ static int v_scales(int stage, int half) {
+    return kVScales + (2 * stage + half) * kVScaleBytes;
+  }
 };
 
 // Position in a ring of stages, shared by producer and consumers: pass `it` over the ring uses
@@ -173,18 +181,33 @@ struct StepRoutes {
     int8[0] = kRouted && routes.next();
     int8[1] = kRouted && halves2 && routes.next();
   }
+  // Whether half h takes FP8 P V under kPv (pv fp8: every existing half; pv routed: the
+  // INT8-routed ones).
+  template <PvPaths kPv>
+  __device__ __forceinline__ bool fp8(int h) const {
+    if constexpr (kPv == PvPaths::fp16) {
+      return false;
+    } else {
+      return (h == 0 || halves2) && (kPv == PvPaths::fp8 || int8[h]);
+    }
+  }
 };
 
 // kUniformSteps: the two halves of every step take one path (flash_fp16, or a plan whose steps
 // never mix routes: PrefillParams::uniform_steps), so a step's scores are one m64n128 product;
 // otherwise one m64n64 product per half. kHalfAccum: P V accumulates in fp16 (accum fp16).
-template <class Cfg, ScorePaths kPaths, bool kUniformSteps, bool kHalfAccum>
+// kPv: P V per half, FP8 (fp8_pv.cuh) for the halves StepRoutes::fp8 names, FP16 for the others
+// (pv fp8 / routed; fp32 accumulation).
+template <class Cfg, ScorePaths kPaths, bool kUniformSteps, bool kHalfAccum, PvPaths kPv = PvPaths::fp16>
 struct MainloopWs {
+  static constexpr bool kFp8Pv = kPv != PvPaths::fp16;
+  static_assert(!(kFp8Pv && kHalfAccum), "FP8 P V accumulates in fp32");
+  static_assert(kPv != PvPaths::routed || kPaths != ScorePaths::fp16, "routed P V follows the score routes");
   static constexpr bool kRouted = kPaths != ScorePaths::fp16;
   static constexpr bool kOnceCopies = kPaths == ScorePaths::routed_quantize_once;  // TMA brings Q8 and K8
   static constexpr bool kOnTheFly = kPaths == ScorePaths::routed_on_the_fly;
   static constexpr const char* kLaunchName = "launch of prefill_kernel_ws (warp-specialized mainloop)";
-  using Smem = PrefillSmemWs<Cfg, kPaths>;
+  using Smem = PrefillSmemWs<Cfg, kPaths, kFp8Pv>;
   using Softmax = OnlineSoftmax<Cfg::kRowSlices, Cfg::kKeyFrags>;
   using Scores = float[Cfg::kRowSlices][Cfg::kKeyFrags][4];
   using KRing = RingPosition<Cfg::kKStages>;
@@ -230,6 +253,7 @@ struct MainloopWs {
       tma_prefetch_descriptor(&w.q8);
       tma_prefetch_descriptor(&w.k8);
     }
+    if constexpr (kFp8Pv) tma_prefetch_descriptor(&w.v8);
     KRing k_ring;
     VRing v_ring;
     unsigned q_parity = 0;
@@ -292,13 +316,37 @@ struct MainloopWs {
         // the sequence's keys).
         mbarrier_wait(Smem::v_empty(smem, v_ring.stage), v_ring.parity ^ 1u);
         uint64_t* v_full = Smem::v_full(smem, v_ring.stage);
-        mbarrier_arrive_expect_tx(v_full, Smem::kStageBytes);
+        if constexpr (kFp8Pv) {
+          // Per existing half: V8 and its scales (FP8 halves) or V (FP16 halves); none past the tile.
+          const int64_t v_block0 = p.k_block_offset[blk.b] + 2 * n;
+          unsigned v_bytes = 0;
+          for (int h = 0; h < halves; ++h) {
+            v_bytes += step.template fp8<kPv>(h) ? D * kHalfN + Smem::kVScaleBytes
+                                                 : Smem::kChannelBlocks * Smem::kHalfBytes;
+          }
+          mbarrier_arrive_expect_tx(v_full, v_bytes);
+          for (int h = 0; h < halves; ++h) {
+            const uint32_t half = base + Smem::v(v_ring.stage) + h * Smem::kHalfBytes;
+            if (step.template fp8<kPv>(h)) {
+              tma_load_3d(half, &w.v8, v_full, static_cast<int>((v_block0 + h) * kHalfN), 0, blk.kv_head);
+              bulk_load(base + Smem::v_scales(v_ring.stage, h), p.v_scale + ((v_block0 + h) * p.hk + blk.kv_head) * D,
+                        Smem::kVScaleBytes, v_full);
+            } else {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
+              for (int c = 0; c < Smem::kChannelBlocks; ++c) {
+                tma_load_3d(half + c * Smem::kBlockBytes, &w.v, v_full, 64 * c, blk.kv_head, key + h * kHalfN);
+              }
+            }
+          }
+        } else {
+          mbarrier_arrive_expect_tx(v_full, Smem::kStageBytes);
 #pragma unroll
-          for (int c = 0; c < Smem::kChannelBlocks; ++c) {
-            tma_load_3d(base + Smem::v(v_ring.stage) + c * Smem::kBlockBytes + h * Smem::kHalfBytes, &w.v, v_full,
-                        64 * c, blk.kv_head, key + h * kHalfN);
+          for (int h = 0; h < 2; ++h) {
+#pragma unroll
+            for (int c = 0; c < Smem::kChannelBlocks; ++c) {
+              tma_load_3d(base + Smem::v(v_ring.stage) + c * Smem::kBlockBytes + h * Smem::kHalfBytes, &w.v, v_full,
+                          64 * c, blk.kv_head, key + h * kHalfN);
+            }
           }
         }
         v_ring.advance();
@@ -414,21 +462,72 @@ struct MainloopWs {
           if (TileMask<Cfg>::needed(blk, n, p.causal)) TileMask<Cfg>::apply(s, blk, n, p.causal, warp, lane);
         };
         // P of a step as the A fragments of P V: the k16 step kk covers keys 16 kk .. 16 kk + 15,
-        // score fragments 2 kk and 2 kk + 1.
+        // score fragments 2 kk and 2 kk + 1. kFp8Pv: an FP8 half's P8 takes the first two of its
+        // four k16 slots (its two k32 steps), with its rows' factors beside.
         uint32_t a[Cfg::kBlockN / 16][4];
+        [[maybe_unused]] StepRoutes packed;  // kFp8Pv: the routes of the step whose P is in `a`
+        [[maybe_unused]] Fp8TileFactors fp8_factors[2];  // of the FP8 halves in `a`
+        const auto pack_half_fp16 = [&](const Scores& s, int kk) {
+          a[kk][0] = pack_half2(s[0][2 * kk][0], s[0][2 * kk][1]);
+          a[kk][1] = pack_half2(s[0][2 * kk][2], s[0][2 * kk][3]);
+          a[kk][2] = pack_half2(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+          a[kk][3] = pack_half2(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+        };
         const auto pack_p = [&](const Scores& s) {
+          if constexpr (kFp8Pv) {
+            packed = step;
 #pragma unroll
-          for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
-            a[kk][0] = pack_half2(s[0][2 * kk][0], s[0][2 * kk][1]);
-            a[kk][1] = pack_half2(s[0][2 * kk][2], s[0][2 * kk][3]);
-            a[kk][2] = pack_half2(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
-            a[kk][3] = pack_half2(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+            for (int h = 0; h < 2; ++h) {
+              if (packed.template fp8<kPv>(h)) {
+                fp8_factors[h] = fp8_tile_factors<Cfg::kKeyFrags>(s[0], h);
+                pack_fp8_half<Cfg::kKeyFrags>(s[0], h, fp8_factors[h], reinterpret_cast<uint32_t(&)[2][4]>(a[4 * h]));
+              } else {
+#pragma unroll
+                for (int kk = 4 * h; kk < 4 * h + 4; ++kk) pack_half_fp16(s, kk);
+              }
+            }
+          } else {
+#pragma unroll
+            for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) pack_half_fp16(s, kk);
           }
         };
+        // kFp8Pv: step n's P V before the next step's score product is issued, each product waited
+        // for (so that no P V product runs beside the scores: their sums and the scores in flight
+        // never share the registers, and ptxas keeps the score products pipelined). FP8 halves are
+        // summed and folded into O (fp8_pv_tile); with pv routed an FP16 half is one product into
+        // O (the partial half of the last step with its rows past the keys zeroed; an FP8 half's
+        // V8 is zero there already).
+        [[maybe_unused]] const auto fp8_pv = [&](int n, const VRing& at) {
+          if constexpr (kFp8Pv) {
+            mbarrier_wait(Smem::v_full(smem, at.stage), at.parity);
+            const uint32_t stage = base + Smem::v(at.stage);
+            if constexpr (kPv == PvPaths::routed) {
+              if (n == last && last_valid < Cfg::kBlockN) {
+                const int h = last_valid / kHalfN;
+                if (!packed.template fp8<kPv>(h)) zero_v_rows(smem, at.stage, last_valid, kHalfN * (h + 1), tid);
+              }
+            }
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              if (packed.template fp8<kPv>(h)) {
+                fp8_pv_tile<D>(acc_o, reinterpret_cast<const uint32_t(&)[2][4]>(a[4 * h]), stage + h * Smem::kHalfBytes,
+                               reinterpret_cast<const float*>(smem + Smem::v_scales(at.stage, h)), fp8_factors[h], lane);
+              } else if (kPv == PvPaths::routed && (h == 0 || packed.halves2)) {
+                wgmma_pv_half<D>(acc_o, reinterpret_cast<const uint32_t(&)[4][4]>(a[4 * h]),
+                                 sw128_desc_mn(stage + h * Smem::kHalfBytes, Smem::kBlockBytes));
+                wgmma_wait_all();
+                wgmma_fence_operands(acc_o);
+              }
+            }
+          }
+        };
+        // The P V of step n without FP8 (kPv fp16), in flight under the next step's scores.
         const auto issue_pv = [&](int n, const VRing& at) {
-          mbarrier_wait(Smem::v_full(smem, at.stage), at.parity);
-          if (n == last && last_valid < Cfg::kBlockN) zero_v_rows(smem, at.stage, last_valid, tid);
-          wgmma_pv_k128<D>(acc_o, a, sw128_desc_mn(base + Smem::v(at.stage), Smem::kBlockBytes));
+          if constexpr (kPv == PvPaths::fp16) {
+            mbarrier_wait(Smem::v_full(smem, at.stage), at.parity);
+            if (n == last && last_valid < Cfg::kBlockN) zero_v_rows(smem, at.stage, last_valid, Cfg::kBlockN, tid);
+            wgmma_pv_k128<D>(acc_o, a, sw128_desc_mn(base + Smem::v(at.stage), Smem::kBlockBytes));
+          }
         };
         // P V of a step done: its V stage goes back to the producer.
         const auto finish_pv = [&](const VRing& at) {
@@ -452,11 +551,17 @@ struct MainloopWs {
           }
           k_ring.advance();
           for (int n = 1; n <= last; ++n) {
+            if constexpr (kFp8Pv) fp8_pv(n - 1, v_ring);
             uint32_t lo[32], hi[32];  // the step's s32 or f32 scores by half, in flight until the wait
             Scores s;
             issue_scores(n, k_ring, lo, hi);
             issue_pv(n - 1, v_ring);
-            wgmma_wait<1>();  // the scores landed; P V may still run
+            // The scores landed; P V may still run (kPv fp16: with FP8 P V none is in flight).
+            if constexpr (kPv == PvPaths::fp16) {
+              wgmma_wait<1>();
+            } else {
+              wgmma_wait_all();
+            }
             finish_scores(n, k_ring, lo, hi, s);
             float alpha[Softmax::kRows];
             softmax.update_fused(s, scale, p.fp16_state, alpha);
@@ -467,6 +572,7 @@ struct MainloopWs {
             k_ring.advance();
             v_ring.advance();
           }
+          if constexpr (kFp8Pv) fp8_pv(last, v_ring);
           issue_pv(last, v_ring);
           wgmma_wait_all();
           finish_pv(v_ring);
@@ -536,13 +642,13 @@ struct MainloopWs {
     }
   }
 
-  // V rows [valid, kBlockN) of a stage to zero: past the sequence end the stage holds another
+  // V rows [valid, end) of a stage to zero: past the sequence end the stage holds another
   // sequence's keys (or TMA's zeros past the tensor), and past the work tile's key tiles keys no
   // row sees, which P = 0 must not multiply into NaN. Every consumer thread has waited for the
   // stage to land; both warpgroups read the whole step, so they meet once the zeros are written.
-  __device__ __forceinline__ static void zero_v_rows(char* smem, int stage, int valid, int tid) {
+  __device__ __forceinline__ static void zero_v_rows(char* smem, int stage, int valid, int end, int tid) {
     constexpr int kChunksPerRow = 8;  // 16-byte chunks of a 128-byte row
-    const int block_chunks = (Cfg::kBlockN - valid) * kChunksPerRow;
+    const int block_chunks = (end - valid) * kChunksPerRow;
     char* v = smem + Smem::v(stage);
     for (int i = tid; i < block_chunks * Smem::kChannelBlocks; i += Cfg::kThreads) {
       const int block = i / block_chunks, in_block = i % block_chunks;

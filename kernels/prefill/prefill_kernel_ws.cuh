@@ -3,7 +3,8 @@
 // warpgroup and two consumer warpgroups (MainloopWs), the consumers' epilogue straight from
 // registers; launch_prefill_ws for the instance files (instances_ws_*.cu: d = 64 and 128, fp32
 // and fp16 P V accumulation, flash_fp16 and tilemix in both modes, with one score product per step
-// where both tiles of every step take one route, two otherwise).
+// where both tiles of every step take one route, two otherwise; instances_ws_fp8pv_*.cu: tilemix
+// with FP8 P V, fp32 accumulation).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -20,9 +21,9 @@
 namespace tilemix::gpu {
 namespace ws_detail {
 
-template <class Cfg, ScorePaths kPaths, bool kUniformSteps, bool kHalfAccum>
+template <class Cfg, ScorePaths kPaths, bool kUniformSteps, bool kHalfAccum, PvPaths kPv>
 __global__ void __launch_bounds__(Cfg::kCtaThreads, 1) prefill_kernel_ws(const __grid_constant__ KernelParamsWs w) {
-  using Mainloop = MainloopWs<Cfg, kPaths, kUniformSteps, kHalfAccum>;
+  using Mainloop = MainloopWs<Cfg, kPaths, kUniformSteps, kHalfAccum, kPv>;
   extern __shared__ __align__(1024) char smem_raw[];
   char* smem = Mainloop::Smem::align(smem_raw);
   if (threadIdx.x == 0) Mainloop::init_barriers(smem);
@@ -48,11 +49,11 @@ inline int sm_count(const std::string& context) {
   return sms;
 }
 
-template <int kHeadDim, ScorePaths kPaths, bool kUniformSteps, bool kHalfAccum>
+template <int kHeadDim, ScorePaths kPaths, bool kUniformSteps, bool kHalfAccum, PvPaths kPv>
 void launch_instance(const KernelParams& params, const PrefillTensors& tensors, const LaunchShape& shape, void* stream,
                      const std::string& context) {
   using Cfg = PrefillConfigWs<kHeadDim>;
-  using Mainloop = MainloopWs<Cfg, kPaths, kUniformSteps, kHalfAccum>;
+  using Mainloop = MainloopWs<Cfg, kPaths, kUniformSteps, kHalfAccum, kPv>;
   constexpr int D = Cfg::kHeadDim;
   KernelParamsWs w{};
   w.p = params;
@@ -67,10 +68,11 @@ void launch_instance(const KernelParams& params, const PrefillTensors& tensors, 
     w.k8 = make_head_tensor_map(params.k8, 1, tensors.total_k, params.hk, D, params.k8_row_bytes, Cfg::kRouteTileN, D,
                                 context);
   }
+  if constexpr (kPv != PvPaths::fp16) w.v8 = make_value_codes_tensor_map(params.v8, params.v8_columns, params.hk, D, context);
   w.tiles = PersistentTiles{static_cast<int>(shape.query_tiles), shape.heads, shape.batch};
 
   constexpr int kSmemBytes = Mainloop::Smem::kAllocBytes;
-  const auto kernel = prefill_kernel_ws<Cfg, kPaths, kUniformSteps, kHalfAccum>;
+  const auto kernel = prefill_kernel_ws<Cfg, kPaths, kUniformSteps, kHalfAccum, kPv>;
   TILEMIX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes), context);
   const int64_t tiles = shape.query_tiles * shape.heads * shape.batch;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(tiles, sm_count(context))));
@@ -82,15 +84,15 @@ void launch_instance(const KernelParams& params, const PrefillTensors& tensors, 
 
 }  // namespace ws_detail
 
-template <int kHeadDim, ScorePaths kPaths, bool kHalfAccum>
+template <int kHeadDim, ScorePaths kPaths, bool kHalfAccum, PvPaths kPv>
 void launch_prefill_ws(const KernelParams& params, const PrefillTensors& tensors, const LaunchShape& shape,
                        bool uniform_steps, void* stream, const std::string& context) {
   if constexpr (kPaths == ScorePaths::fp16) {
-    ws_detail::launch_instance<kHeadDim, kPaths, true, kHalfAccum>(params, tensors, shape, stream, context);
+    ws_detail::launch_instance<kHeadDim, kPaths, true, kHalfAccum, kPv>(params, tensors, shape, stream, context);
   } else if (uniform_steps) {
-    ws_detail::launch_instance<kHeadDim, kPaths, true, kHalfAccum>(params, tensors, shape, stream, context);
+    ws_detail::launch_instance<kHeadDim, kPaths, true, kHalfAccum, kPv>(params, tensors, shape, stream, context);
   } else {
-    ws_detail::launch_instance<kHeadDim, kPaths, false, kHalfAccum>(params, tensors, shape, stream, context);
+    ws_detail::launch_instance<kHeadDim, kPaths, false, kHalfAccum, kPv>(params, tensors, shape, stream, context);
   }
 }
 

@@ -876,6 +876,8 @@ TEST_CASE("pv: a prefill and model numerics key of the routed kernel, FP8 with f
              Contains("block_n 64 (block_n is 32)"));
   CHECK_THAT(parse_error(R"({"cases": [{"kind": "decode", "cache_len": 64, "pv": "fp8"}]})"),
              Contains("$.cases[0].pv: is a prefill key"));
+  CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 64, "pv": "fp8", "mainloop": "wgmma"}})"),
+             Contains("$.defaults.mainloop: is wgmma: FP8 P V (pv fp8) runs on the warp_specialized mainloop"));
   CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 64, "compare_with": {"method": "flash_fp16", "pv": "fp8"}}]})"),
              Contains("has no meaning for flash_fp16"));
 }

@@ -72,6 +72,12 @@ TileGeometry flash_geometry(int d);
 // How the emulator follows a d = 128, fp32-accumulation call on `mainloop` (EmulatorOptions'
 // softmax_tiles and fused_score_scale): steps of 2 tiles and the fused scale on warp_specialized.
 PrefillEmulation prefill_emulation(PrefillMainloop mainloop);
+// The mainloop a tilemix call asking for `mainloop` runs on: FP8 P V (pv fp8 / routed) runs on
+// warp_specialized alone (automatic takes it; wgmma is refused).
+inline PrefillMainloop tilemix_mainloop(PrefillMainloop mainloop, const Numerics& numerics) {
+  return numerics.pv != PvPrecision::fp16 && mainloop == PrefillMainloop::automatic ? PrefillMainloop::warp_specialized
+                                                                                   : mainloop;
+}
 
 // Launches on `stream` (a cudaStream_t passed as void*; nullptr = default stream). Throws
 // std::invalid_argument for unsupported values (d, numerics) naming the value, and CudaError
