@@ -215,11 +215,12 @@ def titles(keys):
 
 class Labels:
     """Series labels: a baseline's method name; a routed row's layout and ratio, with its mode
-    where the file holds several, and its routing axes (a `seed` axis, say)."""
+    and its P V precision where the file holds several, and its routing axes (a `seed` axis, say)."""
 
     def __init__(self, rows, settings):
         self.settings = settings
         self.modes_vary = len({r.get("mode") for r in rows if is_routed(r)}) > 1
+        self.pvs_vary = len({r.get("pv") for r in rows if is_routed(r)}) > 1
 
     def routing(self, row):
         layout = row["layout"]
@@ -227,6 +228,8 @@ class Labels:
             f"{layout} {100 * row['ratio']:g}%"
         if self.modes_vary and row.get("mode"):
             text += f" {row['mode']}"
+        if self.pvs_vary and row.get("pv") not in (None, "fp16"):
+            text += f" pv {row['pv']}"
         for k, v in self.settings.routing_axes(row["case"]).items():
             text += f" {k}={v}"
         return text
@@ -501,6 +504,8 @@ def deviation(path, provenance, rows, settings, labels, out_path):
         series = {}
         for row in routed:
             name = row["layout"] + (f" {row['mode']}" if labels.modes_vary else "")
+            if labels.pvs_vary and row.get("pv") not in (None, "fp16"):
+                name += f" pv {row['pv']}"
             series.setdefault(name, []).append(row)
         for m, (column, metric_label) in enumerate(metrics):
             ax = panel_axes(axes, cols, m, p, len(panels))
