@@ -5,18 +5,10 @@
 
 #include "core/fp16.hpp"
 #include "core/quant.hpp"
+#include "tests/reference/attention_fixtures.hpp"
 
 using namespace tilemix;
-
-namespace {
-
-std::vector<uint16_t> to_half(const std::vector<float>& x) {
-  std::vector<uint16_t> out;
-  for (float v : x) out.push_back(float_to_half(v));
-  return out;
-}
-
-}  // namespace
+using tilemix::testing::to_half_bits;
 
 TEST_CASE("int8 codes round to nearest even under exact scales", "[quant]") {
   // absmax 127 -> scale 127 / 127 = 1: codes are the values rounded, ties to even.
@@ -42,7 +34,7 @@ TEST_CASE("quantize_blockwise: hand-worked blocks", "[quant]") {
   // Row 2: 2 -> 1, 4 -> 2, 8 -> 4, 9 -> 4.5 -> 4, -9 -> -4, 11 -> 5.5 -> 6, -11 -> -6.
   const std::vector<int8_t> expected = {127, 2, 2, 0, -4, -126, 3, 0,  //
                                         0,   1, 2, 4, 4, -4,   6, -6};
-  const QuantizedTensor qt = quantize_blockwise(to_half(x), {0, 2}, 1, 8, kBlockQ);
+  const QuantizedTensor qt = quantize_blockwise(to_half_bits(x), {0, 2}, 1, 8, kBlockQ);
   REQUIRE(qt.scales.size() == 1);
   CHECK(qt.scales[0] == 2.0f);
   CHECK(qt.codes == expected);
@@ -53,7 +45,7 @@ TEST_CASE("quantize_blockwise: an all-zero block has scale 0 and codes 0", "[qua
   std::vector<float> x(64 * 2 * 4, 0.0f);
   // Head 1 of the same tokens is not zero: absmax 12.5 -> scale 12.5f / 127.
   for (int t = 0; t < 64; ++t) x[(t * 2 + 1) * 4] = (t == 5 ? -12.5f : 1.0f);
-  const QuantizedTensor qt = quantize_blockwise(to_half(x), {0, 64}, 2, 4, kBlockK);
+  const QuantizedTensor qt = quantize_blockwise(to_half_bits(x), {0, 64}, 2, 4, kBlockK);
   REQUIRE(qt.scales.size() == 2);
   CHECK(qt.scales[0] == 0.0f);
   CHECK(qt.scales[1] == 12.5f / 127.0f);
@@ -82,7 +74,7 @@ TEST_CASE("quantize_blockwise: blocks restart at sequence starts, scales are [bl
   at(130, 1, 0) = 25.4f;
   at(131, 1, 1) = -508.0f;  // block 1 of head 1: scale 4
   at(199, 1, 0) = 6.0f;     // 6 / 4 = 1.5 -> 2
-  const QuantizedTensor qt = quantize_blockwise(to_half(x), cu, heads, d, kBlockQ);
+  const QuantizedTensor qt = quantize_blockwise(to_half_bits(x), cu, heads, d, kBlockQ);
   CHECK(qt.block_offset == std::vector<int64_t>{0, 1, 1, 3});
   REQUIRE(qt.scales.size() == 3 * heads);
   CHECK(qt.scales[0 * heads + 0] == 1.0f);
@@ -127,7 +119,7 @@ TEST_CASE("key_means: per-block sums in token order, then the blocks in order, t
   at(134, 1, 1) = 1.0f;
   at(135, 1, 1) = 2.0f;
   at(136, 1, 1) = 4.0f;
-  const std::vector<float> kbar = key_means(to_half(k), cu, hk, d);
+  const std::vector<float> kbar = key_means(to_half_bits(k), cu, hk, d);
   REQUIRE(kbar.size() == 3 * hk * d);
   auto mean = [&](int b, int h, int c) { return kbar[(b * hk + h) * d + c]; };
   CHECK(mean(0, 0, 0) == 2054.0078125f / 134.0f);
@@ -162,15 +154,15 @@ TEST_CASE("smoothed_keys: fp16 of the fp32 difference from the sequence's mean, 
     // 0, 127, -127, 0. Without smoothing the scale would be 102 / 127.
     const std::vector<float> k = {100, 1, 102, 1, 98, 1, 100, 1};
     const std::vector<int64_t> cu = {0, 4};
-    const std::vector<float> kbar = key_means(to_half(k), cu, 1, 2);
+    const std::vector<float> kbar = key_means(to_half_bits(k), cu, 1, 2);
     CHECK(kbar == std::vector<float>{100.0f, 1.0f});
-    const std::vector<uint16_t> ks = smoothed_keys(to_half(k), cu, 1, 2, kbar);
-    CHECK(ks == to_half({0, 0, 2, 0, -2, 0, 0, 0}));
+    const std::vector<uint16_t> ks = smoothed_keys(to_half_bits(k), cu, 1, 2, kbar);
+    CHECK(ks == to_half_bits({0, 0, 2, 0, -2, 0, 0, 0}));
     const QuantizedTensor qt = quantize_blockwise(ks, cu, 1, 2, kBlockK);
     REQUIRE(qt.scales.size() == 1);
     CHECK(qt.scales[0] == 2.0f / 127.0f);
     CHECK(qt.codes == std::vector<int8_t>{0, 0, 127, 0, -127, 0, 0, 0});
-    CHECK(quantize_blockwise(to_half(k), cu, 1, 2, kBlockK).scales[0] == 102.0f / 127.0f);
+    CHECK(quantize_blockwise(to_half_bits(k), cu, 1, 2, kBlockK).scales[0] == 102.0f / 127.0f);
   }
   SECTION("varlen: every key against its own sequence's, head's and channel's mean") {
     // Sequences of 150, 0 and 37 keys, 3 heads, d = 8, an offset of 20 on channel 5 and of 5 * h
@@ -184,7 +176,7 @@ TEST_CASE("smoothed_keys: fp16 of the fp32 difference from the sequence's mean, 
       k[i] = std::sin(0.37f * static_cast<float>(i)) * 3.0f + (c == 5 ? 20.0f : 0.0f) +
              (c == 2 && first ? 5.0f * static_cast<float>(h) : 0.0f);
     }
-    const std::vector<uint16_t> k16 = to_half(k);
+    const std::vector<uint16_t> k16 = to_half_bits(k);
     const std::vector<float> kbar = key_means(k16, cu, hk, d);
     const std::vector<uint16_t> ks = smoothed_keys(k16, cu, hk, d, kbar);
     REQUIRE(ks.size() == k16.size());
@@ -225,7 +217,7 @@ TEST_CASE("query_key_means: an fmaf chain over the channels in order, against th
   at(1, 1, 1) = 0.5f;
   at(2, 2, 1) = -2.0f;
   at(2, 3, 0) = 1.5f;
-  const std::vector<float> qkbar = query_key_means(to_half(q), cu_q, hq, hk, d, kbar);
+  const std::vector<float> qkbar = query_key_means(to_half_bits(q), cu_q, hq, hk, d, kbar);
   REQUIRE(qkbar.size() == 3 * hq);
   // Sequence 0: heads 0 and 1 use KV head 0, heads 2 and 3 KV head 1.
   CHECK(qkbar[0] == 0.5f + (1.0f + 0x1p-10f) * 0.25f);
@@ -252,7 +244,7 @@ TEST_CASE("smooth_keys: the means, q . kbar and Ks of an attention call", "[quan
   std::vector<float> q(75 * s.hq * s.d), k(100 * s.hk * s.d);
   for (size_t i = 0; i < q.size(); ++i) q[i] = std::cos(0.11f * static_cast<float>(i));
   for (size_t i = 0; i < k.size(); ++i) k[i] = std::sin(0.23f * static_cast<float>(i)) + 2.0f;
-  const std::vector<uint16_t> q16 = to_half(q), k16 = to_half(k);
+  const std::vector<uint16_t> q16 = to_half_bits(q), k16 = to_half_bits(k);
   const SmoothedKeys got = smooth_keys(s, q16, k16);
   const std::vector<float> kbar = key_means(k16, s.cu_seqlens_k, s.hk, s.d);
   CHECK(got.kbar == kbar);

@@ -9,18 +9,10 @@
 #include "core/fp8.hpp"
 #include "core/problem.hpp"
 #include "core/quant_fp8.hpp"
+#include "tests/reference/attention_fixtures.hpp"
 
 using namespace tilemix;
-
-namespace {
-
-std::vector<uint16_t> to_half(const std::vector<float>& x) {
-  std::vector<uint16_t> out;
-  for (float v : x) out.push_back(float_to_half(v));
-  return out;
-}
-
-}  // namespace
+using tilemix::testing::to_half_bits;
 
 TEST_CASE("V8 columns follow the P fragment of the accumulator layout", "[quant][fp8]") {
   std::set<int> seen;
@@ -45,7 +37,7 @@ TEST_CASE("quantize_values_fp8: a hand-worked block", "[quant][fp8]") {
   // rounded to E4M3 (17 lies halfway between 16 and 18, whose steps are 2: to even, 16); channel
   // 1 all zero.
   const std::vector<float> v = {448, 0, 17, 0, -224, 0};
-  const Fp8Values q = quantize_values_fp8(to_half(v), {0, 3}, 1, 2);
+  const Fp8Values q = quantize_values_fp8(to_half_bits(v), {0, 3}, 1, 2);
   REQUIRE(q.block_offset == std::vector<int64_t>{0, 1});
   REQUIRE(q.columns() == 64);
   REQUIRE(q.codes.size() == 2 * 64);
@@ -66,7 +58,7 @@ TEST_CASE("quantize_values_fp8: blocks restart per sequence, codes within half a
   const std::vector<int64_t> cu = {0, 70, 75, 75, 139};  // 70 keys, 5, none, 64
   std::vector<float> v(static_cast<size_t>(cu.back()) * heads * d);
   for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.37 * static_cast<double>(i)) * (1 + i % 5) * 3;
-  const std::vector<uint16_t> bits = to_half(v);
+  const std::vector<uint16_t> bits = to_half_bits(v);
   const Fp8Values q = quantize_values_fp8(bits, cu, heads, d);
   REQUIRE(q.block_offset == std::vector<int64_t>{0, 2, 3, 3, 4});
   REQUIRE(q.columns() == 4 * 64);
@@ -99,7 +91,7 @@ TEST_CASE("quantize_values_fp8: blocks restart per sequence, codes within half a
 
 TEST_CASE("quantize_values_fp8: NaN leaves the scale and becomes the NaN code", "[quant][fp8]") {
   const std::vector<float> v = {std::numeric_limits<float>::quiet_NaN(), 2.0f, -1.0f};
-  const Fp8Values q = quantize_values_fp8(to_half(v), {0, 3}, 1, 1);
+  const Fp8Values q = quantize_values_fp8(to_half_bits(v), {0, 3}, 1, 1);
   CHECK(q.scale(0, 0, 0, 0) == 2.0f / 448.0f);
   CHECK(q.code(0, 0, 0, 0) == kFp8E4m3Nan);
   CHECK(fp8_e4m3_to_float(q.code(0, 1, 0, 0)) * q.scale(0, 1, 0, 0) == 2.0f);

@@ -39,6 +39,16 @@ const std::vector<Problem> kProblems = {
     {"causal 5k, groups of 2 key tiles d64", 4, 2, 64, true, {5000}, {5000}, 2},
 };
 
+// The adaptive plan of `pr` at `ratio` for the routed kernel's geometry.
+RoutingPlan adaptive_plan(const Problem& pr, const AttentionShape& s, const AttentionInputs& in, double ratio) {
+  RoutingRequest request;
+  request.layout = LayoutKind::adaptive;
+  request.ratio = ratio;
+  request.group = pr.group;
+  request.geometry = gpu::tilemix_geometry(pr.d);
+  return make_plan(s, request, in);
+}
+
 }  // namespace
 
 TEST_CASE("the GPU builds adaptive's words bit for bit as the CPU does", "[gpu][routing]") {
@@ -50,12 +60,7 @@ TEST_CASE("the GPU builds adaptive's words bit for bit as the CPU does", "[gpu][
         INFO(pr.name << " input " << to_string(kind) << " seed " << seed << " ratio " << ratio);
         const AttentionShape s = make_shape(pr.hq, pr.hk, pr.d, pr.causal, pr.lq, pr.lk);
         const AttentionInputs in = seeded_inputs(s, seed, kind);
-        RoutingRequest request;
-        request.layout = LayoutKind::adaptive;
-        request.ratio = ratio;
-        request.group = pr.group;
-        request.geometry = gpu::tilemix_geometry(pr.d);
-        const RoutingPlan plan = make_plan(s, request, in);
+        const RoutingPlan plan = adaptive_plan(pr, s, in, ratio);
 
         const layouts::AdaptiveSchedule schedule = layouts::adaptive_schedule(plan.tilings, plan.tile_offset, ratio);
         const layouts::AdaptivePools pools = layouts::pool_inputs(s, schedule, in.q, in.k);
@@ -83,12 +88,7 @@ TEST_CASE("the GPU selects among equal scores by position as the CPU does", "[gp
     std::fill(in.q.begin(), in.q.end(), uint16_t{0x3c00});  // 1.0
     std::fill(in.k.begin(), in.k.end(), uint16_t{0x3800});  // 0.5
     for (double ratio : {0.3, 0.5}) {
-      RoutingRequest request;
-      request.layout = LayoutKind::adaptive;
-      request.ratio = ratio;
-      request.group = pr.group;
-      request.geometry = gpu::tilemix_geometry(pr.d);
-      const RoutingPlan plan = make_plan(s, request, in);
+      const RoutingPlan plan = adaptive_plan(pr, s, in, ratio);
       GpuProblem gpu(s, in);
       CHECK(gpu.adaptive_routing(plan).words == plan.words);
     }

@@ -52,6 +52,13 @@ inline DecodeShape make_decode_shape(int hq, int hk, int d, std::vector<int64_t>
   return s;
 }
 
+// Values as FP16 bits (round to nearest even).
+inline std::vector<uint16_t> to_half_bits(const std::vector<float>& x) {
+  std::vector<uint16_t> out;
+  for (float v : x) out.push_back(float_to_half(v));
+  return out;
+}
+
 inline AttentionInputs seeded_inputs(const AttentionShape& s, uint64_t seed, InputKind kind = InputKind::gaussian) {
   InputSpec spec;
   spec.kind = kind;
