@@ -36,6 +36,7 @@ void add_decode_row(ResultTable& table, const CaseSpec& spec, const DecodeCheck&
                             "fp32",
                             "fp32",
                             std::string("decode-") + to_string(spec.decode->cache),
+                            std::nullopt,
                             std::nullopt};
   add_check_row(table, checked, compare, dev, tol, ok);
 }
