@@ -14,7 +14,8 @@
 //   Consumer warpgroups (64 query rows each): per step, wait for the K stage, S = Q K^T or
 //   Q8 K8^T per half (wgmma from shared memory), release the K stage once the scores landed, mask,
 //   softmax, O += P V, release the V stage; a step's P V runs under the next step's score product
-//   and softmax.
+//   and softmax. With FP8 P V (kPv, fp8_pv.cuh) the producer copies V8 and its scales for the
+//   FP8 halves, and a step's P V runs, waited for, before the next step's score product.
 // Every K and V stage has a full and an empty mbarrier (kernels/common/pipeline.cuh); Q has its own
 // pair; on_the_fly adds a `loaded` barrier per K stage and for Q (the copy landed, the quantizers
 // may read it), and `full` then counts the quantizer warps. No CTA barrier in the loop: the warpgroups meet only on the work tile's partial last step,
