@@ -50,8 +50,9 @@ namespace tilemix::gpu {
 // K, K8 and V boxes of one routing tile of keys), built on the host.
 struct KernelParamsWs {
   KernelParams p;
-  CUtensorMap q, k, v, q8, k8, v8;  // v8: pv fp8 / routed, boxes of 64 keys x d channels
+  CUtensorMap q, k, v, q8, k8;
   PersistentTiles tiles;
+  CUtensorMap v8;  // pv fp8 / routed: boxes of 64 keys x d channels (last: the others keep their offsets)
 };
 
 // [Q: d / 64 64-channel blocks of 128 rows][Q8: 128 rows of d bytes, routed only][K stage x
@@ -89,7 +90,7 @@ struct PrefillSmemWs {
   static constexpr int kQScale = kKScales + 4 * 2 * Cfg::kKStages;
   static constexpr int kVScales = (kQScale + 4 + 15) / 16 * 16;  // 16-byte aligned for the bulk copies
   static constexpr int kVScaleBytes = 4 * Cfg::kHeadDim;          // one half's
-  static constexpr int kScratch = kVScales + (kFp8Pv ? 2 * Cfg::kVStages * kVScaleBytes : 0);
+  static constexpr int kScratch = kFp8Pv ? kVScales + 2 * Cfg::kVStages * kVScaleBytes : kQScale + 4;
   static constexpr int kBytes = kScratch + 4 * Cfg::kQuantizerWarps;
   static constexpr int kAllocBytes = kBytes + 1024;  // the base is aligned at run time
   static_assert(Cfg::kHeadDim == 64 || Cfg::kHeadDim == 128, "Q8 and K8 rows are one 64- or 128-byte swizzled row");
@@ -503,9 +504,10 @@ struct MainloopWs {
             mbarrier_wait(Smem::v_full(smem, at.stage), at.parity);
             const uint32_t stage = base + Smem::v(at.stage);
             if constexpr (kPv == PvPaths::routed) {
-              if (n == last && last_valid < Cfg::kBlockN) {
-                const int h = last_valid / kHalfN;
-                if (!packed.template fp8<kPv>(h)) zero_v_rows(smem, at.stage, last_valid, kHalfN * (h + 1), tid);
+              // The rows past the keys to the stage's end: a partial first half has no second one,
+              // so they are all the partial half's or unused.
+              if (n == last && last_valid < Cfg::kBlockN && !packed.template fp8<kPv>(last_valid / kHalfN)) {
+                zero_v_rows(smem, at.stage, last_valid, tid);
               }
             }
 #pragma unroll
@@ -526,7 +528,7 @@ struct MainloopWs {
         const auto issue_pv = [&](int n, const VRing& at) {
           if constexpr (kPv == PvPaths::fp16) {
             mbarrier_wait(Smem::v_full(smem, at.stage), at.parity);
-            if (n == last && last_valid < Cfg::kBlockN) zero_v_rows(smem, at.stage, last_valid, Cfg::kBlockN, tid);
+            if (n == last && last_valid < Cfg::kBlockN) zero_v_rows(smem, at.stage, last_valid, tid);
             wgmma_pv_k128<D>(acc_o, a, sw128_desc_mn(base + Smem::v(at.stage), Smem::kBlockBytes));
           }
         };
@@ -643,13 +645,13 @@ struct MainloopWs {
     }
   }
 
-  // V rows [valid, end) of a stage to zero: past the sequence end the stage holds another
+  // V rows [valid, kBlockN) of a stage to zero: past the sequence end the stage holds another
   // sequence's keys (or TMA's zeros past the tensor), and past the work tile's key tiles keys no
   // row sees, which P = 0 must not multiply into NaN. Every consumer thread has waited for the
   // stage to land; both warpgroups read the whole step, so they meet once the zeros are written.
-  __device__ __forceinline__ static void zero_v_rows(char* smem, int stage, int valid, int end, int tid) {
+  __device__ __forceinline__ static void zero_v_rows(char* smem, int stage, int valid, int tid) {
     constexpr int kChunksPerRow = 8;  // 16-byte chunks of a 128-byte row
-    const int block_chunks = (end - valid) * kChunksPerRow;
+    const int block_chunks = (Cfg::kBlockN - valid) * kChunksPerRow;
     char* v = smem + Smem::v(stage);
     for (int i = tid; i < block_chunks * Smem::kChannelBlocks; i += Cfg::kThreads) {
       const int block = i / block_chunks, in_block = i % block_chunks;

@@ -28,11 +28,6 @@ struct KernelParams {
   const float* k_scale;
   const int64_t* q_block_offset;
   const int64_t* k_block_offset;
-  // FP8 P V operands (pv fp8 / routed, quantize_values_fp8): V8 [hk][d][v8_columns] in the FP8
-  // MMA's key order, scales [k blocks][hk][d].
-  const uint8_t* v8;
-  const float* v_scale;
-  int64_t v8_columns;
   int64_t total_q;
   // Bytes between consecutive tokens of one head: Q and O, K and V, and their INT8 codes. Read
   // from the parameter bank where used, so they occupy no registers in the mainloop.
@@ -42,6 +37,11 @@ struct KernelParams {
   float scale_log2;  // softmax_scale * log2(e), rounded to fp32 once on the host
   bool causal;
   bool fp16_state;   // m, l, O rounded to fp16 after every key tile
+  // FP8 P V operands (pv fp8 / routed, quantize_values_fp8): V8 [hk][d][v8_columns] in the FP8
+  // MMA's key order, scales [k blocks][hk][d]. Last, so that the other fields keep their offsets.
+  const uint8_t* v8;
+  const float* v_scale;
+  int64_t v8_columns;
 };
 
 // What one CTA works on: query tile m of head h of sequence b. Kept small: it lives in registers
