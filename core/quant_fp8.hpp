@@ -20,12 +20,7 @@
 #include <vector>
 
 #include "core/fp8.hpp"
-
-#if defined(__CUDACC__)
-#define TILEMIX_FP8_HOST_DEVICE __host__ __device__
-#else
-#define TILEMIX_FP8_HOST_DEVICE
-#endif
+#include "core/host_device.hpp"
 
 namespace tilemix {
 
@@ -43,10 +38,17 @@ inline uint8_t fp8_code(float x, float scale) { return scale == 0.0f ? uint8_t{0
 // order the P fragment of the accumulator layout reads them in (thread t of a quad holds keys
 // 2t, 2t + 1, 2t + 8 and 2t + 9 of each 16 as the A operand's k = 4t .. 4t + 3), so P goes from
 // the score registers to the MMA without a shuffle. Key x of a 32-key chunk sits at column:
-TILEMIX_FP8_HOST_DEVICE inline int fp8_value_column(int x) {
+TILEMIX_HOST_DEVICE inline int fp8_value_column(int x) {
   const int half = x / 16, y = x % 16;
   const int quad_thread = (y % 8) / 2, k_in_thread = 2 * (y / 8) + y % 2;
   return 16 * half + 4 * quad_thread + k_in_thread;
+}
+
+// Its inverse: the key of a 32-key chunk at column x (what quantize_values_fp8 writes there).
+TILEMIX_HOST_DEVICE inline int fp8_value_key(int x) {
+  const int half = x / 16, y = x % 16;
+  const int quad_thread = y / 4, k_in_thread = y % 4;
+  return 16 * half + 8 * (k_in_thread / 2) + 2 * quad_thread + k_in_thread % 2;
 }
 
 // V8 codes and scales of one call.

@@ -61,10 +61,8 @@ __global__ void __launch_bounds__(kValueThreads)
     scales[(block * heads + h) * kDim + c] = scale;
   }
   __syncthreads();
-  // Word w of channel c's row holds columns 4w .. 4w + 3: in each 32-key chunk, column 4t + i
-  // (t = w % 4) is key 2t + i of the chunk's first 16 for i = 0, 1 and key 2t + i + 6 for i = 2, 3
-  // (the inverse of fp8_value_column), and the chunk's second 16 likewise. Four threads write a
-  // channel's 64 bytes, 16 each.
+  // Word w of channel c's row holds columns 4w .. 4w + 3, each the key fp8_value_key names in
+  // its 32-key chunk. Four threads write a channel's 64 bytes, 16 each.
   uint8_t* block_codes = codes + block * kBlockV;
   for (int i = tid; i < kDim * 4; i += kValueThreads) {
     const int c = i / 4, quarter = i % 4;
@@ -73,12 +71,11 @@ __global__ void __launch_bounds__(kValueThreads)
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       const int w = 4 * quarter + k;
-      const int base = 32 * (w / 8) + 16 * ((w % 8) / 4), t = w % 4;
-      const int key_of[4] = {base + 2 * t, base + 2 * t + 1, base + 2 * t + 8, base + 2 * t + 9};
       words[k] = 0;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const uint32_t code = key_of[e] < keys ? fp8_value_code(__half2float(tile[key_of[e]][c]), scale) : 0u;
+        const int column = 4 * w + e, key = 32 * (column / 32) + fp8_value_key(column % 32);
+        const uint32_t code = key < keys ? fp8_value_code(__half2float(tile[key][c]), scale) : 0u;
         words[k] |= code << (8 * e);
       }
     }

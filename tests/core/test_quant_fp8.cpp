@@ -20,6 +20,7 @@ TEST_CASE("V8 columns follow the P fragment of the accumulator layout", "[quant]
   CHECK(seen.size() == 32);
   CHECK(*seen.begin() == 0);
   CHECK(*seen.rbegin() == 31);
+  for (int x = 0; x < 32; ++x) CHECK(fp8_value_key(fp8_value_column(x)) == x);
   // Thread t of a quad holds keys 2t, 2t + 1, 2t + 8, 2t + 9 of each 16 as k = 4t .. 4t + 3.
   for (int half = 0; half < 2; ++half) {
     for (int t = 0; t < 4; ++t) {

@@ -7,11 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define TILEMIX_HOST_DEVICE __host__ __device__
-#else
-#define TILEMIX_HOST_DEVICE
-#endif
+#include "core/host_device.hpp"
 
 namespace tilemix::layouts {
 
