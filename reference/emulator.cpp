@@ -60,13 +60,6 @@ struct Operands {
   std::vector<float> v8_values;  // the codes' values [total_k, hk, d]
 };
 
-// Whether some tile takes FP8 P V: every tile with pv fp8, the INT8-routed ones with routed.
-bool needs_fp8_values(const AttentionShape& shape, const RoutingPlan& plan, const Numerics& numerics) {
-  if (shape.total_k() == 0 || numerics.pv == PvPrecision::fp16) return false;
-  return numerics.pv == PvPrecision::fp8 ||
-         std::any_of(plan.words.begin(), plan.words.end(), [](uint64_t w) { return w != 0; });
-}
-
 struct QueryTile {
   int b;
   int h;
@@ -78,7 +71,7 @@ struct TileState {
   std::vector<float> row_max, row_sum, acc;  // m, l, O [rows, d]
   std::vector<float> score;                  // s of the current step [rows, softmax_tiles * block_n]
   std::vector<float> score_scale;            // fused_score_scale: each raw score's scale [as score]
-  std::vector<float> prob;                   // fp16(p) of one row of the step (P8 on FP8 tiles)
+  std::vector<float> prob;                   // the fp32 p of one row of the step
   std::vector<float> tile_sum;               // FP8 tiles: t[c], the P8 V8 sums of one tile [d]
   std::vector<double> dot;                   // FP16-path sums of one row [block_n]
   std::vector<float> int8_dot;               // INT8-path sums of one row [block_n]
@@ -336,14 +329,18 @@ EmulatorResult emulate_attention(const AttentionShape& shape, const AttentionInp
   ops.q = half_to_float_array(inputs.q);
   ops.k_t = transpose_keys(keys, total_k, hk, d, [](uint16_t x) { return half_to_float(x); });
   ops.v = half_to_float_array(inputs.v);
-  if (std::any_of(plan.words.begin(), plan.words.end(), [](uint64_t w) { return w != 0; })) {
+  const bool any_int8 = std::any_of(plan.words.begin(), plan.words.end(), [](uint64_t w) { return w != 0; });
+  if (any_int8) {
     ops.q8 = quantize_blockwise(inputs.q, shape.cu_seqlens_q, hq, d, kBlockQ);
     ops.k8 = quantize_blockwise(keys, shape.cu_seqlens_k, hk, d, kBlockK);
     ops.q8_codes.assign(ops.q8.codes.begin(), ops.q8.codes.end());
     ops.k8_codes_t = transpose_keys(ops.k8.codes, total_k, hk, d, [](int8_t x) { return static_cast<float>(x); });
   }
   ops.qkbar = std::move(smoothed.qkbar);
-  if (needs_fp8_values(shape, plan, options.numerics)) {
+  // FP8 P V operands where some tile takes FP8 P V: every tile with pv fp8, the INT8-routed ones
+  // with pv routed.
+  const PvPrecision pv = options.numerics.pv;
+  if (total_k > 0 && (pv == PvPrecision::fp8 || (pv == PvPrecision::routed && any_int8))) {
     ops.v8 = quantize_values_fp8(inputs.v, shape.cu_seqlens_k, hk, d);
     ops.v8_values.resize(inputs.v.size());
     for (int b = 0; b < shape.batch(); ++b) {
