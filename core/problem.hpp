@@ -23,7 +23,8 @@ struct Numerics {
   // operations).
   bool smooth_k = false;
   // P V precision (SPEC 5, tilemix only; with accum fp32): FP8 tiles take P and V in E4M3, P scaled
-  // per row and tile, V per channel and block (core/quant_fp8.hpp states the operations).
+  // per row and softmax step (its FP8 tiles), V per channel and 128-key block (core/quant_fp8.hpp
+  // states the operations).
   PvPrecision pv = PvPrecision::fp16;
 
   // Whether key tile `int8_route` (its routing bit) takes the FP8 P V product.

@@ -1,20 +1,24 @@
 #pragma once
 // FP8 P V (SPEC 5 `pv`): the numerics that the CPU emulator and the GPU kernels share.
 //
-// V, per (sequence, block of BLKV = 64 key tokens, KV head, channel); blocks restart at each
-// sequence start and the last may be partial:
+// V, per (sequence, block of kVScaleKeys = 128 key tokens (a softmax step of two routing tiles),
+// KV head, channel); blocks restart at each sequence start and the last may be partial:
 //   scale = max|float(v)| / 448 in FP32 (correctly rounded division; NaN dropped from the max)
 //   code  = e4m3(fp32(float(v) / scale)): one correctly rounded division, then round to nearest
 //           even with saturation to +-448 (cvt.rn.satfinite.e4m3x2.f32); 0 for an all-zero
 //           block (scale 0); a NaN value gives the NaN code.
-// An FP8 tile of a query row (its 64 keys one V block), with p = exp2(s - m_new) the tile's
-// probabilities of the FP16 path (they also feed l) and m_tile the tile's row maximum of s:
-//   e      = exp2(min(m_new - m_tile, 64)), f = 448 * e, g = 1 / f   (each rounded to FP32;
-//            a row without a legal key in the tile has f = g = 0)
+// The FP8 group of a query row and step: the step's FP8 tiles (every tile with pv fp8, the
+// INT8-routed ones with pv routed; one V scale block), with p = exp2(s - m_new) the probabilities
+// of the FP16 path (they also feed l) and m_group the group's row maximum of s:
+//   e      = exp2(min(m_new - m_group, 64)), f = 448 * e, g = 1 / f   (each rounded to FP32;
+//            a row without a legal key in the group has f = g = 0)
 //   P8     = e4m3(fp32(p * f))                    (p * f <= 448 up to rounding)
-//   t[c]   = sum over the tile's keys of P8 * V8[c] in FP32   (products exact)
-//   O[c]  += fp32(t[c] * scale[c]) * g            (one fused multiply-add into O)
-// so P8 spans the whole E4M3 range for every row and tile, whatever its share of the row's mass.
+//   t[c]   = sum over the group's keys of P8 * V8[c] in FP32   (products exact)
+//   O[c]  += fp32(t[c] * scale[c]) * g            (one fused multiply-add into O, after the
+//                                                   step's FP16 tiles)
+// so P8 spans the whole E4M3 range for every row and step, whatever the step's share of the row's
+// mass; a key below 2^-18 of its group's maximum rounds to 0 (at most 2^-12 of the group's mass).
+// One group and one scale per step make the step's FP8 P V one product with one fold into O.
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -24,8 +28,9 @@
 
 namespace tilemix {
 
-constexpr int kBlockV = 64;  // BLKV: key tokens per V scale block, one routing tile
-// The largest exponent of e: 448 * 2^64 stays finite, and a tile 2^-64 below the row's maximum
+constexpr int kBlockV = 64;         // V8 columns per block: one routing tile (V shares K's block offsets)
+constexpr int kVScaleKeys = 128;    // keys per V scale: a softmax step (two blocks share their scales)
+// The largest exponent of e: 448 * 2^64 stays finite, and a group 2^-64 below the row's maximum
 // adds nothing an FP32 accumulator keeps.
 constexpr float kFp8PMaxExponent = 64.0f;
 
@@ -56,7 +61,9 @@ struct Fp8Values {
   int heads = 0, d = 0;
   // [heads][d][columns], columns = 64 * block_offset.back(): the layout fp8_value_column states.
   std::vector<uint8_t> codes;
-  std::vector<float> scales;           // [block][heads][d], block_offset as scale_block_offsets(cu, 64)
+  // [block][heads][d], block_offset as scale_block_offsets(cu, 64); blocks 2i and 2i + 1 of a
+  // sequence hold the scale of their 128 keys.
+  std::vector<float> scales;
   std::vector<int64_t> block_offset;   // B + 1 entries
   int64_t columns() const { return block_offset.empty() ? 0 : block_offset.back() * kBlockV; }
 
@@ -78,13 +85,13 @@ struct Fp8Values {
 Fp8Values quantize_values_fp8(const std::vector<uint16_t>& v, const std::vector<int64_t>& cu_seqlens_k, int heads,
                               int d);
 
-// The factors f and g of an FP8 tile's row (above); m_tile = -inf (no legal key) gives 0 and 0.
+// The factors f and g of an FP8 group's row (above); m_group = -inf (no legal key) gives 0 and 0.
 struct Fp8RowFactors {
   float f, g;
 };
-inline Fp8RowFactors fp8_row_factors(float m_new, float m_tile) {
-  if (m_tile == -INFINITY) return {0.0f, 0.0f};
-  const float diff = m_new - m_tile;
+inline Fp8RowFactors fp8_row_factors(float m_new, float m_group) {
+  if (m_group == -INFINITY) return {0.0f, 0.0f};
+  const float diff = m_new - m_group;
   const float e = std::exp2(diff < kFp8PMaxExponent ? diff : kFp8PMaxExponent);
   const float f = kFp8E4m3Max * e;
   return {f, 1.0f / f};

@@ -72,7 +72,7 @@ struct TileState {
   std::vector<float> score;                  // s of the current step [rows, softmax_tiles * block_n]
   std::vector<float> score_scale;            // fused_score_scale: each raw score's scale [as score]
   std::vector<float> prob;                   // the fp32 p of one row of the step
-  std::vector<float> tile_sum;               // FP8 tiles: t[c], the P8 V8 sums of one tile [d]
+  std::vector<float> group_sum;              // FP8 P V: t[c], the P8 V8 sums of one group [d]
   std::vector<double> dot;                   // FP16-path sums of one row [block_n]
   std::vector<float> int8_dot;               // INT8-path sums of one row [block_n]
 };
@@ -95,7 +95,7 @@ class TileEmulator {
     st.score.resize(static_cast<size_t>(rows) * stride);
     if (options_.fused_score_scale) st.score_scale.resize(st.score.size());
     st.prob.resize(stride);
-    st.tile_sum.resize(d);
+    st.group_sum.resize(d);
     st.dot.resize(block_n);
     st.int8_dot.resize(block_n);
 
@@ -223,12 +223,14 @@ class TileEmulator {
       if (fp16_accum) {
         for (int c = 0; c < d; ++c) o[c] = round_to_half(o[c]);
       }
+      // The FP16 tiles in order, then the step's FP8 group (core/quant_fp8.hpp) in one fold.
+      float group_max = kNegInf;
       for (int i = 0; i < step_tiles; ++i) {
-        const int64_t begin = int64_t{i} * block_n, end = std::min<int64_t>(width, begin + block_n);
         if (fp8_tile[i]) {
-          add_fp8_tile(tile.b, kvh, j0 + begin, end - begin, &p16[begin], m_new, tile_max[i], o, st);
+          group_max = std::max(group_max, tile_max[i]);
           continue;
         }
+        const int64_t begin = int64_t{i} * block_n, end = std::min<int64_t>(width, begin + block_n);
         for (int64_t chunk = begin; chunk < end; chunk += kAccumChunk) {
           const int64_t chunk_end = std::min<int64_t>(end, chunk + kAccumChunk);
           for (int64_t j = chunk; j < chunk_end; ++j) {
@@ -241,28 +243,30 @@ class TileEmulator {
           }
         }
       }
+      if (group_max != kNegInf) add_fp8_group(tile.b, kvh, j0, width, block_n, fp8_tile, p16, m_new, group_max, o, st);
       if (fp16_state) {
         for (int c = 0; c < d; ++c) o[c] = round_to_half(o[c]);
       }
     }
   }
 
-  // An FP8 tile of one row (core/quant_fp8.hpp): keys [key0, key0 + width) of sequence b, p their
-  // FP32 probabilities, added into the row's accumulator o.
-  void add_fp8_tile(int b, int kvh, int64_t key0, int64_t width, const float* p, float m_new, float m_tile, float* o,
-                    TileState& st) const {
+  // The FP8 group of one row and step (core/quant_fp8.hpp): the keys of the tiles fp8_tile names
+  // among the step's [j0, j0 + width) of sequence b, p their FP32 probabilities, m_group their
+  // maximum, added into the row's accumulator o.
+  void add_fp8_group(int b, int kvh, int64_t j0, int64_t width, int block_n, const bool* fp8_tile, const float* p,
+                     float m_new, float m_group, float* o, TileState& st) const {
     const int d = shape_.d, hk = shape_.hk;
-    const Fp8RowFactors factors = fp8_row_factors(m_new, m_tile);
-    if (factors.f == 0.0f) return;  // no legal key: every P8 is 0
-    float* sum = st.tile_sum.data();
+    const Fp8RowFactors factors = fp8_row_factors(m_new, m_group);
+    float* sum = st.group_sum.data();
     std::fill(sum, sum + d, 0.0f);
-    const int64_t k_first = shape_.cu_seqlens_k[b] + key0;
+    const int64_t k_first = shape_.cu_seqlens_k[b] + j0;
     for (int64_t j = 0; j < width; ++j) {
+      if (!fp8_tile[j / block_n]) continue;
       const float p8 = fp8_e4m3_to_float(float_to_fp8_e4m3(p[j] * factors.f));
       const float* v = &ops_.v8_values[(static_cast<size_t>(k_first + j) * hk + kvh) * d];
       for (int c = 0; c < d; ++c) sum[c] += p8 * v[c];
     }
-    for (int c = 0; c < d; ++c) o[c] = std::fma(sum[c] * ops_.v8.scale(b, key0, kvh, c), factors.g, o[c]);
+    for (int c = 0; c < d; ++c) o[c] = std::fma(sum[c] * ops_.v8.scale(b, j0, kvh, c), factors.g, o[c]);
   }
 
   void write_output(const QueryTile& tile, const TileState& st) const {
@@ -311,6 +315,9 @@ EmulatorResult emulate_attention(const AttentionShape& shape, const AttentionInp
   if (options.numerics.pv != PvPrecision::fp16) {
     if (options.numerics.accum != AccumPrecision::fp32) {
       throw std::invalid_argument("emulate_attention: FP8 P V accumulates in FP32 (accum fp16 given)");
+    }
+    if (options.softmax_tiles > kVScaleKeys / kBlockV) {
+      throw std::invalid_argument("emulate_attention: FP8 P V needs softmax steps within one V scale block (softmax_tiles <= 2)");
     }
     for (const SequenceTiling& t : plan.tilings) {
       if (t.geometry.block_n != kBlockV) {

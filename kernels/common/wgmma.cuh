@@ -368,7 +368,8 @@ __device__ __forceinline__ void wgmma_pv_k64(float (&o)[64], const uint32_t (&a)
 }
 
 // O(64 x kDim, f32) += P V over the 64 keys of one half of a 128-key V stage: 4 k16 steps, P as
-// the A fragments a[kk], V MN-major (`v_desc` from sw128_desc_mn at the half's first row).
+// the A fragments a[kk], V MN-major (`v_desc` from sw128_desc_mn at the half's first row). Fenced
+// and issued, not committed: pv routed commits it with the step's FP8 sums.
 template <int kDim>
 __device__ __forceinline__ void wgmma_pv_half(float (&o)[kDim / 2], const uint32_t (&a)[4][4], uint64_t v_desc) {
   wgmma_fence_operands(o);
@@ -381,7 +382,6 @@ __device__ __forceinline__ void wgmma_pv_half(float (&o)[kDim / 2], const uint32
       wgmma_m64n64k16_f16_rs_mn(o, a[kk], desc_advance(v_desc, 2048 * kk));
     }
   }
-  wgmma_commit();
 }
 
 // O(64 x kDim) += P V over 128 keys: 8 k16 steps (V MN-major, 128 key rows per block), O in fp32

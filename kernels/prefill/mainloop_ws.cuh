@@ -14,8 +14,9 @@
 //   Consumer warpgroups (64 query rows each): per step, wait for the K stage, S = Q K^T or
 //   Q8 K8^T per half (wgmma from shared memory), release the K stage once the scores landed, mask,
 //   softmax, O += P V, release the V stage; a step's P V runs under the next step's score product
-//   and softmax. With FP8 P V (kPv, fp8_pv.cuh) the producer copies V8 and its scales for the
-//   FP8 halves, and a step's P V runs, waited for, before the next step's score product.
+//   and softmax. With FP8 P V (kPv, fp8_pv.cuh) the producer copies V8 for the FP8 halves and
+//   the step's V scales, and a step's FP8 sums run under the next step's score product and
+//   softmax too, folded into O once they landed.
 // Every K and V stage has a full and an empty mbarrier (kernels/common/pipeline.cuh); Q has its own
 // pair; on_the_fly adds a `loaded` barrier per K stage and for Q (the copy landed, the quantizers
 // may read it), and `full` then counts the quantizer warps. No CTA barrier in the loop: the warpgroups meet only on the work tile's partial last step,
@@ -64,8 +65,9 @@ struct KernelParamsWs {
 // make one 128-row K8 block (at d = 128 both offsets are the same). on_the_fly keeps the K8 halves
 // of stage s in K8 stage s (half h from byte h * kK8HalfBytes), apart from the FP16 rows they are
 // coded from. An FP8 P V half (kFp8Pv) holds its V8 box (d rows of 64 keys, 64-byte swizzle) from
-// byte h * kHalfBytes of its V stage instead of V's rows, and its d V scales in the V scales
-// [kVStages][2][d]. Every block is 1024-byte aligned (the swizzles' address bits).
+// byte h * kHalfBytes of its V stage instead of V's rows, and the step's d V scales (one scale
+// block of 128 keys) are in the V scales [kVStages][d]. Every block is 1024-byte aligned (the
+// swizzles' address bits).
 template <class Cfg, ScorePaths kPaths, bool kFp8Pv = false>
 struct PrefillSmemWs {
   static constexpr bool kRouted = kPaths != ScorePaths::fp16;
@@ -89,8 +91,8 @@ struct PrefillSmemWs {
   static constexpr int kKScales = kBarriers + 8 * kBarrierCount;
   static constexpr int kQScale = kKScales + 4 * 2 * Cfg::kKStages;
   static constexpr int kVScales = (kQScale + 4 + 15) / 16 * 16;  // 16-byte aligned for the bulk copies
-  static constexpr int kVScaleBytes = 4 * Cfg::kHeadDim;          // one half's
-  static constexpr int kScratch = kFp8Pv ? kVScales + 2 * Cfg::kVStages * kVScaleBytes : kQScale + 4;
+  static constexpr int kVScaleBytes = 4 * Cfg::kHeadDim;          // one step's
+  static constexpr int kScratch = kFp8Pv ? kVScales + Cfg::kVStages * kVScaleBytes : kQScale + 4;
   static constexpr int kBytes = kScratch + 4 * Cfg::kQuantizerWarps;
   static constexpr int kAllocBytes = kBytes + 1024;  // the base is aligned at run time
   static_assert(Cfg::kHeadDim == 64 || Cfg::kHeadDim == 128, "Q8 and K8 rows are one 64- or 128-byte swizzled row");
@@ -137,9 +139,7 @@ struct PrefillSmemWs {
   __device__ __forceinline__ static float* k_scale(char* smem, int stage, int half) {
     return reinterpret_cast<float*>(smem + kKScales) + 2 * stage + half;
   }
-  __device__ __forceinline__ static int v_scales(int stage, int half) {
-    return kVScales + (2 * stage + half) * kVScaleBytes;
-  }
+  __device__ __forceinline__ static int v_scales(int stage) { return kVScales + stage * kVScaleBytes; }
 };
 
 // Position in a ring of stages, shared by producer and consumers: pass `it` over the ring uses
@@ -193,6 +193,11 @@ struct StepRoutes {
       return (h == 0 || halves2) && (kPv == PvPaths::fp8 || int8[h]);
     }
   }
+  // The step's FP8 group: bit h for half h.
+  template <PvPaths kPv>
+  __device__ __forceinline__ unsigned fp8_halves() const {
+    return (fp8<kPv>(0) ? 1u : 0u) | (fp8<kPv>(1) ? 2u : 0u);
+  }
 };
 
 // kUniformSteps: the two halves of every step take one path (flash_fp16, or a plan whose steps
@@ -208,6 +213,13 @@ struct MainloopWs {
   static constexpr bool kRouted = kPaths != ScorePaths::fp16;
   static constexpr bool kOnceCopies = kPaths == ScorePaths::routed_quantize_once;  // TMA brings Q8 and K8
   static constexpr bool kOnTheFly = kPaths == ScorePaths::routed_on_the_fly;
+  // Whether a step's P V runs under the next step's scores. FP8 P V does at d = 64, and at d = 128
+  // with pv fp8 where a step's halves share one score path (uniform steps); elsewhere its products
+  // are waited for before the next step's scores: in flight beside those, the FP8 sums (32
+  // registers) made ptxas spill 480-950 bytes with per-half score paths, and with pv routed the
+  // fold into an O that FP16 halves accumulate into serialized the wgmmas (C7515).
+  static constexpr bool kPvInFlight =
+      kPv == PvPaths::fp16 || Cfg::kHeadDim == 64 || (kPv == PvPaths::fp8 && kUniformSteps);
   static constexpr const char* kLaunchName = "launch of prefill_kernel_ws (warp-specialized mainloop)";
   using Smem = PrefillSmemWs<Cfg, kPaths, kFp8Pv>;
   using Softmax = OnlineSoftmax<Cfg::kRowSlices, Cfg::kKeyFrags>;
@@ -221,6 +233,18 @@ struct MainloopWs {
   static constexpr int kQuantizerThreads = 32 * Cfg::kQuantizerWarps;
 
   static constexpr unsigned kQuantizerBarrier = 2;  // named barrier 1: zero_v_rows
+  // Arrivals that release a K or V stage: one per consumer warp, or with FP8 P V one per consumer
+  // thread, since each thread reads the stage's K and V scales that the producer's copies write
+  // (compute-sanitizer's racecheck reported a warp's single arrive after __syncwarp as a race).
+  static constexpr unsigned kStageReleases = kFp8Pv ? Cfg::kThreads : Cfg::kWarps;
+  __device__ __forceinline__ static void release_stage(uint64_t* empty, int lane) {
+    if constexpr (kFp8Pv) {
+      mbarrier_arrive(empty);
+    } else {
+      __syncwarp();  // every lane's reads of the stage come before the warp's arrive
+      if (lane == 0) mbarrier_arrive(empty);
+    }
+  }
 
   // Barrier arrivals: the producer's one arrive.expect_tx per fill (on_the_fly: of Q and K into
   // `loaded`, then one arrive per quantizer warp into `full`); one arrive per consumer warp per
@@ -229,12 +253,12 @@ struct MainloopWs {
     const unsigned full_arrivals = kOnTheFly ? Cfg::kQuantizerWarps : 1;
     for (int s = 0; s < Cfg::kKStages; ++s) {
       mbarrier_init(Smem::k_full(smem, s), full_arrivals);
-      mbarrier_init(Smem::k_empty(smem, s), Cfg::kWarps);
+      mbarrier_init(Smem::k_empty(smem, s), kStageReleases);
       mbarrier_init(Smem::k_loaded(smem, s), 1);
     }
     for (int s = 0; s < Cfg::kVStages; ++s) {
       mbarrier_init(Smem::v_full(smem, s), 1);
-      mbarrier_init(Smem::v_empty(smem, s), Cfg::kWarps);
+      mbarrier_init(Smem::v_empty(smem, s), kStageReleases);
     }
     mbarrier_init(Smem::q_full(smem), full_arrivals);
     mbarrier_init(Smem::q_empty(smem), Cfg::kWarps);
@@ -319,20 +343,23 @@ struct MainloopWs {
         mbarrier_wait(Smem::v_empty(smem, v_ring.stage), v_ring.parity ^ 1u);
         uint64_t* v_full = Smem::v_full(smem, v_ring.stage);
         if constexpr (kFp8Pv) {
-          // Per existing half: V8 and its scales (FP8 halves) or V (FP16 halves); none past the tile.
+          // Per existing half: V8 (FP8 halves) or V (FP16 halves), none past the tile; the scales
+          // of the step's 128 keys once for an FP8 group (both of its blocks hold them).
           const int64_t v_block0 = p.k_block_offset[blk.b] + 2 * n;
-          unsigned v_bytes = 0;
+          const unsigned group = step.template fp8_halves<kPv>();
+          unsigned v_bytes = group ? Smem::kVScaleBytes : 0;
           for (int h = 0; h < halves; ++h) {
-            v_bytes += step.template fp8<kPv>(h) ? D * kHalfN + Smem::kVScaleBytes
-                                                 : Smem::kChannelBlocks * Smem::kHalfBytes;
+            v_bytes += step.template fp8<kPv>(h) ? D * kHalfN : Smem::kChannelBlocks * Smem::kHalfBytes;
           }
           mbarrier_arrive_expect_tx(v_full, v_bytes);
+          if (group) {
+            bulk_load(base + Smem::v_scales(v_ring.stage), p.v_scale + (v_block0 * p.hk + blk.kv_head) * D,
+                      Smem::kVScaleBytes, v_full);
+          }
           for (int h = 0; h < halves; ++h) {
             const uint32_t half = base + Smem::v(v_ring.stage) + h * Smem::kHalfBytes;
             if (step.template fp8<kPv>(h)) {
               tma_load_3d(half, &w.v8, v_full, static_cast<int>((v_block0 + h) * kHalfN), 0, blk.kv_head);
-              bulk_load(base + Smem::v_scales(v_ring.stage, h), p.v_scale + ((v_block0 + h) * p.hk + blk.kv_head) * D,
-                        Smem::kVScaleBytes, v_full);
             } else {
 #pragma unroll
               for (int c = 0; c < Smem::kChannelBlocks; ++c) {
@@ -443,7 +470,7 @@ struct MainloopWs {
           wgmma_fence_operands(lo);
           wgmma_fence_operands(hi);
           // The scores are in registers: the K stage goes back to the producer.
-          if (lane == 0) mbarrier_arrive(Smem::k_empty(smem, at.stage));
+          release_stage(Smem::k_empty(smem, at.stage), lane);
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             // Raw scores, the scale of the half beside them (folded into the softmax's exponent):
@@ -460,15 +487,20 @@ struct MainloopWs {
             }
           }
           // The tile's last score product has read Q: the producer may bring the next tile's.
-          if (n == last && lane == 0) mbarrier_arrive(Smem::q_empty(smem));
+          if (n == last) {
+            __syncwarp();
+            if (lane == 0) mbarrier_arrive(Smem::q_empty(smem));
+          }
           if (TileMask<Cfg>::needed(blk, n, p.causal)) TileMask<Cfg>::apply(s, blk, n, p.causal, warp, lane);
         };
         // P of a step as the A fragments of P V: the k16 step kk covers keys 16 kk .. 16 kk + 15,
         // score fragments 2 kk and 2 kk + 1. kFp8Pv: an FP8 half's P8 takes the first two of its
-        // four k16 slots (its two k32 steps), with its rows' factors beside.
+        // four k16 slots (its two k32 steps), with its group's factors beside.
         uint32_t a[Cfg::kBlockN / 16][4];
         [[maybe_unused]] StepRoutes packed;  // kFp8Pv: the routes of the step whose P is in `a`
-        [[maybe_unused]] Fp8TileFactors fp8_factors[2];  // of the FP8 halves in `a`
+        [[maybe_unused]] unsigned fp8_group = 0;  // its FP8 halves (bit h: half h)
+        [[maybe_unused]] Fp8GroupFactors fp8_factors;
+        [[maybe_unused]] float sums[kFp8Pv ? 32 : 1];  // its FP8 group's sums of 64 channels
         const auto pack_half_fp16 = [&](const Scores& s, int kk) {
           a[kk][0] = pack_half2(s[0][2 * kk][0], s[0][2 * kk][1]);
           a[kk][1] = pack_half2(s[0][2 * kk][2], s[0][2 * kk][3]);
@@ -478,12 +510,19 @@ struct MainloopWs {
         const auto pack_p = [&](const Scores& s) {
           if constexpr (kFp8Pv) {
             packed = step;
+            fp8_group = packed.template fp8_halves<kPv>();
+            // Defined every step (else the registers live on across steps without a group).
+            fp8_factors = fp8_group ? fp8_group_factors<Cfg::kKeyFrags>(s[0], fp8_group) : Fp8GroupFactors{};
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-              if (packed.template fp8<kPv>(h)) {
-                fp8_factors[h] = fp8_tile_factors<Cfg::kKeyFrags>(s[0], h);
-                pack_fp8_half<Cfg::kKeyFrags>(s[0], h, fp8_factors[h], reinterpret_cast<uint32_t(&)[2][4]>(a[4 * h]));
-              } else {
+              if (fp8_group >> h & 1u) {
+                pack_fp8_half<Cfg::kKeyFrags>(s[0], h, fp8_factors, reinterpret_cast<uint32_t(&)[2][4]>(a[4 * h]));
+                if constexpr (kPv == PvPaths::routed) {
+                  // The half's unused slots defined each step: else they live on from an FP16 half.
+#pragma unroll
+                  for (int i = 0; i < 4; ++i) a[4 * h + 2][i] = a[4 * h + 3][i] = 0u;
+                }
+              } else if (kPv == PvPaths::routed) {  // pv fp8: a half outside the group does not exist
 #pragma unroll
                 for (int kk = 4 * h; kk < 4 * h + 4; ++kk) pack_half_fp16(s, kk);
               }
@@ -493,54 +532,68 @@ struct MainloopWs {
             for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) pack_half_fp16(s, kk);
           }
         };
-        // kFp8Pv: step n's P V before the next step's score product is issued, each product waited
-        // for (so that no P V product runs beside the scores: their sums and the scores in flight
-        // never share the registers, and ptxas keeps the score products pipelined). FP8 halves are
-        // summed and folded into O (fp8_pv_tile); with pv routed an FP16 half is one product into
-        // O (the partial half of the last step with its rows past the keys zeroed; an FP8 half's
-        // V8 is zero there already).
-        [[maybe_unused]] const auto fp8_pv = [&](int n, const VRing& at) {
-          if constexpr (kFp8Pv) {
-            mbarrier_wait(Smem::v_full(smem, at.stage), at.parity);
-            const uint32_t stage = base + Smem::v(at.stage);
+        // The P V of step n, in flight under the next step's scores (one commit group). kPv fp16:
+        // one product into O. kFp8Pv: with pv routed the FP16 halves into O (the partial half of
+        // the last step with its rows past the keys zeroed; an FP8 half's V8 is zero there
+        // already), then the FP8 group's sums of the first 64 channels (finish_pv folds them and
+        // takes the other channels).
+        const auto issue_pv = [&](int n, const VRing& at) {
+          mbarrier_wait(Smem::v_full(smem, at.stage), at.parity);
+          const uint32_t stage = base + Smem::v(at.stage);
+          if constexpr (kPv == PvPaths::fp16) {
+            if (n == last && last_valid < Cfg::kBlockN) zero_v_rows(smem, at.stage, last_valid, tid);
+            wgmma_pv_k128<D>(acc_o, a, sw128_desc_mn(stage, Smem::kBlockBytes));
+          } else {
             if constexpr (kPv == PvPaths::routed) {
               // The rows past the keys to the stage's end: a partial first half has no second one,
               // so they are all the partial half's or unused.
-              if (n == last && last_valid < Cfg::kBlockN && !packed.template fp8<kPv>(last_valid / kHalfN)) {
+              if (n == last && last_valid < Cfg::kBlockN && !(fp8_group >> (last_valid / kHalfN) & 1u)) {
                 zero_v_rows(smem, at.stage, last_valid, tid);
               }
-            }
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              if (packed.template fp8<kPv>(h)) {
-                fp8_pv_tile<D>(acc_o, reinterpret_cast<const uint32_t(&)[2][4]>(a[4 * h]), stage + h * Smem::kHalfBytes,
-                               reinterpret_cast<const float*>(smem + Smem::v_scales(at.stage, h)), fp8_factors[h], lane);
-              } else if (kPv == PvPaths::routed && (h == 0 || packed.halves2)) {
-                wgmma_pv_half<D>(acc_o, reinterpret_cast<const uint32_t(&)[4][4]>(a[4 * h]),
-                                 sw128_desc_mn(stage + h * Smem::kHalfBytes, Smem::kBlockBytes));
-                wgmma_wait_all();
-                wgmma_fence_operands(acc_o);
+              for (int h = 0; h < 2; ++h) {
+                if (!(fp8_group >> h & 1u) && (h == 0 || packed.halves2)) {
+                  wgmma_pv_half<D>(acc_o, reinterpret_cast<const uint32_t(&)[4][4]>(a[4 * h]),
+                                   sw128_desc_mn(stage + h * Smem::kHalfBytes, Smem::kBlockBytes));
+                  if constexpr (!kPvInFlight) {
+                    wgmma_commit();
+                    wgmma_wait_all();
+                    wgmma_fence_operands(acc_o);
+                  }
+                }
+              }
+            }
+            if (fp8_group) issue_fp8_sums(sums, a, stage, Smem::kHalfBytes, fp8_group, 0);
+            wgmma_commit();
+          }
+        };
+        // P V of a step landed: kFp8Pv folds the FP8 group's sums into O, 64 channels at a time,
+        // each further block's sums issued once the block before is folded (before the V stage,
+        // which holds their scales, goes back to the producer).
+        const auto finish_pv = [&](const VRing& at) {
+          wgmma_fence_operands(acc_o);
+          if constexpr (kFp8Pv) {
+            if (fp8_group) {
+              const float* scales = reinterpret_cast<const float*>(smem + Smem::v_scales(at.stage));
+#pragma unroll
+              for (int cb = 0; cb < D / 64; ++cb) {
+                if (cb > 0) {
+                  issue_fp8_sums(sums, a, base + Smem::v(at.stage), Smem::kHalfBytes, fp8_group, cb);
+                  wgmma_commit();
+                  wgmma_wait_all();
+                }
+                wgmma_fence_operands(sums);
+                fold_fp8_sums<D>(acc_o, sums, scales, fp8_factors, lane, cb);
               }
             }
           }
-        };
-        // The P V of step n without FP8 (kPv fp16), in flight under the next step's scores.
-        const auto issue_pv = [&](int n, const VRing& at) {
-          if constexpr (kPv == PvPaths::fp16) {
-            mbarrier_wait(Smem::v_full(smem, at.stage), at.parity);
-            if (n == last && last_valid < Cfg::kBlockN) zero_v_rows(smem, at.stage, last_valid, tid);
-            wgmma_pv_k128<D>(acc_o, a, sw128_desc_mn(base + Smem::v(at.stage), Smem::kBlockBytes));
-          }
-        };
-        // P V of a step done: its V stage goes back to the producer.
-        const auto finish_pv = [&](const VRing& at) {
-          wgmma_fence_operands(acc_o);
-          if (lane == 0) mbarrier_arrive(Smem::v_empty(smem, at.stage));
+          release_stage(Smem::v_empty(smem, at.stage), lane);
           if (p.fp16_state) o.round_to_half_state();
         };
 
-        // Step n's P V runs under step n + 1's score product and softmax: the steps per element
-        // (O = O * alpha_n+1 + P_n+1 V_n+1 after O += P_n V_n) are those of the sequential loop.
+        // Step n's P V runs under step n + 1's score product and softmax (kPvInFlight; else before
+        // it): the steps per element (O = O * alpha_n+1 + P_n+1 V_n+1 after O += P_n V_n) are
+        // those of the sequential loop.
         if (last >= 0) {
           {
             uint32_t lo[32], hi[32];
@@ -554,28 +607,28 @@ struct MainloopWs {
           }
           k_ring.advance();
           for (int n = 1; n <= last; ++n) {
-            if constexpr (kFp8Pv) fp8_pv(n - 1, v_ring);
+            if constexpr (!kPvInFlight) {
+              issue_pv(n - 1, v_ring);
+              wgmma_wait_all();
+              finish_pv(v_ring);
+            }
             uint32_t lo[32], hi[32];  // the step's s32 or f32 scores by half, in flight until the wait
             Scores s;
             issue_scores(n, k_ring, lo, hi);
-            issue_pv(n - 1, v_ring);
-            // The scores landed; P V may still run (kPv fp16: with FP8 P V none is in flight).
-            if constexpr (kPv == PvPaths::fp16) {
-              wgmma_wait<1>();
-            } else {
-              wgmma_wait_all();
-            }
+            if constexpr (kPvInFlight) issue_pv(n - 1, v_ring);
+            wgmma_wait<kPvInFlight ? 1 : 0>();  // the scores landed; P V may still run
             finish_scores(n, k_ring, lo, hi, s);
             float alpha[Softmax::kRows];
             softmax.update_fused(s, scale, p.fp16_state, alpha);
-            wgmma_wait_all();
-            finish_pv(v_ring);
+            if constexpr (kPvInFlight) {
+              wgmma_wait_all();
+              finish_pv(v_ring);
+            }
             if (Softmax::any_moved(alpha)) o.rescale(alpha);
             pack_p(s);
             k_ring.advance();
             v_ring.advance();
           }
-          if constexpr (kFp8Pv) fp8_pv(last, v_ring);
           issue_pv(last, v_ring);
           wgmma_wait_all();
           finish_pv(v_ring);

@@ -1,9 +1,10 @@
-// pv fp8 / routed: V in FP8 E4M3 per channel and 64-key block, in the layout the FP8 MMA reads
-// (core/quant_fp8.hpp: per KV head and channel a row of keys, each 32 keys in the P fragment's
-// order, every sequence from a block boundary, padding code 0), bit-identical with
-// quantize_values_fp8 on the CPU. One CTA per (V block, KV head): the block's V is staged in
-// shared memory, each channel's scale taken over its keys, and each thread writes 4 bytes of a
-// channel's row at a time.
+// pv fp8 / routed: V in FP8 E4M3 per channel and 128 keys (two 64-key blocks), in the layout the
+// FP8 MMA reads (core/quant_fp8.hpp: per KV head and channel a row of keys, each 32 keys in the P
+// fragment's order, every sequence from a block boundary, padding code 0), bit-identical with
+// quantize_values_fp8 on the CPU. One CTA per (scale block, KV head), launched per V block (the
+// second block of a pair returns at once): the pair's V is staged in shared memory, each
+// channel's scale taken over its keys and written for both blocks, and each thread writes 16
+// bytes of a channel's row at a time.
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
@@ -35,14 +36,17 @@ __global__ void __launch_bounds__(kValueThreads)
     quantize_values_kernel(const __half* __restrict__ v, uint8_t* __restrict__ codes, float* __restrict__ scales,
                            const int64_t* __restrict__ cu_seqlens, const int64_t* __restrict__ block_offset,
                            int batch, int heads, int64_t columns) {
-  constexpr int kChunks = kBlockV * kDim / 8;  // 16-byte chunks of the block's [64][kDim] halves
-  __shared__ __half tile[kBlockV][kDim];
+  constexpr int kPair = kVScaleKeys / kBlockV;
+  constexpr int kChunks = kVScaleKeys * kDim / 8;  // 16-byte chunks of the pair's [128][kDim] halves
+  __shared__ __half tile[kVScaleKeys][kDim];
   __shared__ float channel_scale[kDim];
   const int64_t block = blockIdx.x;
   const int h = blockIdx.y, tid = threadIdx.x;
   const int b = find_sequence(block_offset, batch, block);
+  if ((block - block_offset[b]) % kPair != 0) return;  // the pair's first block codes both
+  const int blocks = static_cast<int>(min(static_cast<int64_t>(kPair), block_offset[b + 1] - block));
   const int64_t key0 = cu_seqlens[b] + (block - block_offset[b]) * kBlockV;
-  const int keys = static_cast<int>(min(static_cast<int64_t>(kBlockV), cu_seqlens[b + 1] - key0));
+  const int keys = static_cast<int>(min(static_cast<int64_t>(kVScaleKeys), cu_seqlens[b + 1] - key0));
   const int64_t stride = static_cast<int64_t>(heads) * kDim;
 
   for (int i = tid; i < kChunks; i += kValueThreads) {
@@ -58,14 +62,14 @@ __global__ void __launch_bounds__(kValueThreads)
     for (int key = 0; key < keys; ++key) absmax = fmaxf(absmax, fabsf(__half2float(tile[key][c])));
     const float scale = __fdiv_rn(absmax, kFp8E4m3Max);
     channel_scale[c] = scale;
-    scales[(block * heads + h) * kDim + c] = scale;
+    for (int i = 0; i < blocks; ++i) scales[((block + i) * heads + h) * kDim + c] = scale;
   }
   __syncthreads();
   // Word w of channel c's row holds columns 4w .. 4w + 3, each the key fp8_value_key names in
-  // its 32-key chunk. Four threads write a channel's 64 bytes, 16 each.
-  uint8_t* block_codes = codes + block * kBlockV;
-  for (int i = tid; i < kDim * 4; i += kValueThreads) {
-    const int c = i / 4, quarter = i % 4;
+  // its 32-key chunk. Four threads write a block's 64 bytes of a channel, 16 each.
+  uint8_t* pair_codes = codes + block * kBlockV;
+  for (int i = tid; i < kDim * 4 * blocks; i += kValueThreads) {
+    const int c = i / (4 * blocks), quarter = i % (4 * blocks);
     const float scale = channel_scale[c];
     uint32_t words[4];
 #pragma unroll
@@ -79,7 +83,7 @@ __global__ void __launch_bounds__(kValueThreads)
         words[k] |= code << (8 * e);
       }
     }
-    *reinterpret_cast<uint4*>(block_codes + (static_cast<int64_t>(h) * kDim + c) * columns + 16 * quarter) =
+    *reinterpret_cast<uint4*>(pair_codes + (static_cast<int64_t>(h) * kDim + c) * columns + 16 * quarter) =
         make_uint4(words[0], words[1], words[2], words[3]);
   }
 }

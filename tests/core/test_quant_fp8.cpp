@@ -90,6 +90,29 @@ TEST_CASE("quantize_values_fp8: blocks restart per sequence, codes within half a
   }
 }
 
+TEST_CASE("quantize_values_fp8: a scale covers 128 keys of a sequence (blocks 2i and 2i + 1)", "[quant][fp8]") {
+  // Sequence 0: 200 keys (blocks 0-3: scales over keys 0-127 and 128-199); sequence 1: 70 keys
+  // (blocks 4-5, one scale from its own keys: the blocks pair from each sequence start).
+  const std::vector<int64_t> cu = {0, 200, 270};
+  std::vector<float> v(270, 1.0f);
+  v[100] = 8.0f;   // block 1 sets block 0's scale
+  v[130] = -4.0f;  // block 2 sets block 3's
+  v[269] = 2.0f;   // sequence 1's last key
+  const Fp8Values q = quantize_values_fp8(to_half_bits(v), cu, 1, 1);
+  REQUIRE(q.block_offset == std::vector<int64_t>{0, 4, 6});
+  REQUIRE(q.scales.size() == 6);
+  CHECK(q.scales[0] == 8.0f / 448.0f);
+  CHECK(q.scales[1] == 8.0f / 448.0f);
+  CHECK(q.scales[2] == 4.0f / 448.0f);
+  CHECK(q.scales[3] == 4.0f / 448.0f);
+  CHECK(q.scales[4] == 2.0f / 448.0f);
+  CHECK(q.scales[5] == 2.0f / 448.0f);
+  CHECK(q.scale(0, 5, 0, 0) == q.scale(0, 127, 0, 0));
+  CHECK(q.scale(0, 199, 0, 0) == 4.0f / 448.0f);
+  CHECK(fp8_e4m3_to_float(q.code(0, 5, 0, 0)) == 56.0f);    // 1 / (8 / 448)
+  CHECK(fp8_e4m3_to_float(q.code(0, 199, 0, 0)) == 112.0f); // 1 / (4 / 448)
+}
+
 TEST_CASE("quantize_values_fp8: NaN leaves the scale and becomes the NaN code", "[quant][fp8]") {
   const std::vector<float> v = {std::numeric_limits<float>::quiet_NaN(), 2.0f, -1.0f};
   const Fp8Values q = quantize_values_fp8(to_half_bits(v), {0, 3}, 1, 1);
@@ -98,11 +121,11 @@ TEST_CASE("quantize_values_fp8: NaN leaves the scale and becomes the NaN code", 
   CHECK(fp8_e4m3_to_float(q.code(0, 1, 0, 0)) * q.scale(0, 1, 0, 0) == 2.0f);
 }
 
-TEST_CASE("FP8 row factors: full range per tile, none for a tile without keys", "[quant][fp8]") {
+TEST_CASE("FP8 row factors: full range per group, none for a group without keys", "[quant][fp8]") {
   const Fp8RowFactors same = fp8_row_factors(3.0f, 3.0f);
   CHECK(same.f == 448.0f);
   CHECK(same.g == 1.0f / 448.0f);
-  const Fp8RowFactors below = fp8_row_factors(3.0f, -17.0f);  // the tile's maximum 2^-20 of the row's
+  const Fp8RowFactors below = fp8_row_factors(3.0f, -17.0f);  // the group's maximum 2^-20 of the row's
   CHECK(below.f == 448.0f * 0x1p20f);
   const Fp8RowFactors far = fp8_row_factors(0.0f, -1000.0f);
   CHECK(std::isfinite(far.f));

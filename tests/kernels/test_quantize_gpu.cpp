@@ -2,6 +2,7 @@
 // smooth_keys and quantize_blockwise of Ks on the CPU: kbar, qkbar, Ks, codes and scales bit for bit;
 // quantize_values_fp8 against its CPU twin (pv fp8): V8 codes in the FP8 MMA layout and scales.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -102,8 +103,10 @@ TEST_CASE("quantize_values_fp8 is bit-identical with the CPU's FP8 V codes, scal
                 << lengths[3]);
       const AttentionShape s = make_shape(6, 3, d, true, lengths, lengths);
       AttentionInputs in = seeded_inputs(s, seed, kind);
-      // Channel 5 of KV head 1 is zero over the last sequence's first block; one NaN in head 2.
-      for (int64_t t = s.cu_seqlens_k[3]; t < s.cu_seqlens_k[3] + 64; ++t) in.v[(t * s.hk + 1) * d + 5] = 0;
+      // Channel 5 of KV head 1 is zero over the last sequence's first scale block (128 keys, or
+      // all of them); one NaN in head 2.
+      const int64_t zero_end = std::min(s.cu_seqlens_k[4], s.cu_seqlens_k[3] + kVScaleKeys);
+      for (int64_t t = s.cu_seqlens_k[3]; t < zero_end; ++t) in.v[(t * s.hk + 1) * d + 5] = 0;
       in.v[(static_cast<size_t>(s.cu_seqlens_k[3]) * s.hk + 2) * d + 7] = 0x7e00;
       GpuProblem gpu(s, in);
       const ValueCodes got = gpu.quantize_values();

@@ -698,18 +698,19 @@ TEST_CASE("emulator: pv fp8 stays within E4M3 rounding of exact on awkward shape
   }
 }
 
-TEST_CASE("emulator: pv fp8 scales P per row and tile (a tile 2^-20 below the row keeps its share)", "[emulator]") {
-  // One query, two key tiles: tile 0 scores 0 with V = 0, tile 1 scores about -20 (log2) with
-  // V = 1. o is tile 1's share of the mass, about 2^-20: with P on a fixed 448 scale its P8 would
-  // be 448 * 2^-20, below E4M3's smallest subnormal, and o would be 0.
-  const AttentionShape s = make_shape(1, 1, 64, false, {1}, {128});
+TEST_CASE("emulator: pv fp8 scales P per row and step (a step 2^-20 below the row keeps its share)", "[emulator]") {
+  // One query, three key tiles: tiles 0 and 1 (the first step of two tiles) score 0 with V = 0,
+  // tile 2 scores about -20 (log2) with V = 1. o is tile 2's share of the mass, about 2^-20: with
+  // P on a fixed 448 scale its P8 would be 448 * 2^-20, below E4M3's smallest subnormal, and o
+  // would be 0.
+  const AttentionShape s = make_shape(1, 1, 64, false, {1}, {192});
   AttentionInputs in = seeded_inputs(s, 83);
   std::fill(in.q.begin(), in.q.end(), uint16_t{0});
   std::fill(in.k.begin(), in.k.end(), uint16_t{0});
   std::fill(in.v.begin(), in.v.end(), uint16_t{0});
   in.q[0] = float_to_half(1.0f);
   const float k0 = -20.0f / (s.softmax_scale * 1.44269504f);
-  for (int j = 64; j < 128; ++j) {
+  for (int j = 128; j < 192; ++j) {
     in.k[static_cast<size_t>(j) * 64] = float_to_half(k0);
     for (int c = 0; c < 64; ++c) in.v[static_cast<size_t>(j) * 64 + c] = float_to_half(1.0f);
   }
@@ -720,6 +721,33 @@ TEST_CASE("emulator: pv fp8 scales P per row and tile (a tile 2^-20 below the ro
     const EmulatorResult fp8 = emulate_attention(s, in, uniform_plan(s, {128, 64}, false), with_pv(PvPrecision::fp8, steps));
     for (int c = 0; c < 64; ++c) CHECK(half_to_float(fp8.o[c]) == Approx(ref.o[c]).epsilon(0.01));
   }
+}
+
+TEST_CASE("emulator: pv fp8 rounds a key below 2^-18 of its step's maximum to 0", "[emulator]") {
+  // The same keys in one step of two tiles (128 keys): tile 1 at 2^-20 of tile 0 shares tile 0's
+  // factor, so its P8 rounds to 0 and o loses its share (at most 2^-12 of the group's mass);
+  // with one tile per step it keeps it.
+  const AttentionShape s = make_shape(1, 1, 64, false, {1}, {128});
+  AttentionInputs in = seeded_inputs(s, 85);
+  std::fill(in.q.begin(), in.q.end(), uint16_t{0});
+  std::fill(in.k.begin(), in.k.end(), uint16_t{0});
+  std::fill(in.v.begin(), in.v.end(), uint16_t{0});
+  in.q[0] = float_to_half(1.0f);
+  const float k0 = -20.0f / (s.softmax_scale * 1.44269504f);
+  for (int j = 64; j < 128; ++j) {
+    in.k[static_cast<size_t>(j) * 64] = float_to_half(k0);
+    for (int c = 0; c < 64; ++c) in.v[static_cast<size_t>(j) * 64 + c] = float_to_half(1.0f);
+  }
+  const ExactResult ref = exact_attention(s, in);
+  const RoutingPlan plan = uniform_plan(s, {128, 64}, false);
+  const EmulatorResult tiles = emulate_attention(s, in, plan, with_pv(PvPrecision::fp8, 1));
+  const EmulatorResult step = emulate_attention(s, in, plan, with_pv(PvPrecision::fp8, 2));
+  for (int c = 0; c < 64; ++c) {
+    CHECK(half_to_float(tiles.o[c]) == Approx(ref.o[c]).epsilon(0.01));
+    CHECK(half_to_float(step.o[c]) == 0.0f);
+  }
+  EmulatorOptions wide = with_pv(PvPrecision::fp8, 4);
+  CHECK_THROWS_WITH(emulate_attention(s, in, plan, wide), Catch::Contains("softmax_tiles <= 2"));
 }
 
 TEST_CASE("emulator: pv fp8 refuses fp16 accumulation and key tiles other than 64", "[emulator]") {
