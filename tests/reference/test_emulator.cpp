@@ -698,22 +698,33 @@ TEST_CASE("emulator: pv fp8 stays within E4M3 rounding of exact on awkward shape
   }
 }
 
+namespace {
+
+// One query (q = e0, d = 64) over keys whose scores are 0 with V = 0 before key `small_from`
+// and about -20 (log2) with V = 1 from it: o is the small keys' share of the mass, about 2^-20.
+AttentionInputs small_tile_inputs(const AttentionShape& s, uint64_t seed, int small_from) {
+  AttentionInputs in = seeded_inputs(s, seed);
+  std::fill(in.q.begin(), in.q.end(), uint16_t{0});
+  std::fill(in.k.begin(), in.k.end(), uint16_t{0});
+  std::fill(in.v.begin(), in.v.end(), uint16_t{0});
+  in.q[0] = float_to_half(1.0f);
+  const float k0 = -20.0f / (s.softmax_scale * 1.44269504f);
+  for (int64_t j = small_from; j < s.total_k(); ++j) {
+    in.k[static_cast<size_t>(j) * 64] = float_to_half(k0);
+    for (int c = 0; c < 64; ++c) in.v[static_cast<size_t>(j) * 64 + c] = float_to_half(1.0f);
+  }
+  return in;
+}
+
+}  // namespace
+
 TEST_CASE("emulator: pv fp8 scales P per row and step (a step 2^-20 below the row keeps its share)", "[emulator]") {
   // One query, three key tiles: tiles 0 and 1 (the first step of two tiles) score 0 with V = 0,
   // tile 2 scores about -20 (log2) with V = 1. o is tile 2's share of the mass, about 2^-20: with
   // P on a fixed 448 scale its P8 would be 448 * 2^-20, below E4M3's smallest subnormal, and o
   // would be 0.
   const AttentionShape s = make_shape(1, 1, 64, false, {1}, {192});
-  AttentionInputs in = seeded_inputs(s, 83);
-  std::fill(in.q.begin(), in.q.end(), uint16_t{0});
-  std::fill(in.k.begin(), in.k.end(), uint16_t{0});
-  std::fill(in.v.begin(), in.v.end(), uint16_t{0});
-  in.q[0] = float_to_half(1.0f);
-  const float k0 = -20.0f / (s.softmax_scale * 1.44269504f);
-  for (int j = 128; j < 192; ++j) {
-    in.k[static_cast<size_t>(j) * 64] = float_to_half(k0);
-    for (int c = 0; c < 64; ++c) in.v[static_cast<size_t>(j) * 64 + c] = float_to_half(1.0f);
-  }
+  const AttentionInputs in = small_tile_inputs(s, 83, 128);
   const ExactResult ref = exact_attention(s, in);
   REQUIRE(ref.o[0] > 1e-7);
   REQUIRE(ref.o[0] < 1e-5);
@@ -728,16 +739,7 @@ TEST_CASE("emulator: pv fp8 rounds a key below 2^-18 of its step's maximum to 0"
   // factor, so its P8 rounds to 0 and o loses its share (at most 2^-12 of the group's mass);
   // with one tile per step it keeps it.
   const AttentionShape s = make_shape(1, 1, 64, false, {1}, {128});
-  AttentionInputs in = seeded_inputs(s, 85);
-  std::fill(in.q.begin(), in.q.end(), uint16_t{0});
-  std::fill(in.k.begin(), in.k.end(), uint16_t{0});
-  std::fill(in.v.begin(), in.v.end(), uint16_t{0});
-  in.q[0] = float_to_half(1.0f);
-  const float k0 = -20.0f / (s.softmax_scale * 1.44269504f);
-  for (int j = 64; j < 128; ++j) {
-    in.k[static_cast<size_t>(j) * 64] = float_to_half(k0);
-    for (int c = 0; c < 64; ++c) in.v[static_cast<size_t>(j) * 64 + c] = float_to_half(1.0f);
-  }
+  const AttentionInputs in = small_tile_inputs(s, 85, 64);
   const ExactResult ref = exact_attention(s, in);
   const RoutingPlan plan = uniform_plan(s, {128, 64}, false);
   const EmulatorResult tiles = emulate_attention(s, in, plan, with_pv(PvPrecision::fp8, 1));
