@@ -532,11 +532,11 @@ struct MainloopWs {
             for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) pack_half_fp16(s, kk);
           }
         };
-        // The P V of step n, in flight under the next step's scores (one commit group). kPv fp16:
-        // one product into O. kFp8Pv: with pv routed the FP16 halves into O (the partial half of
-        // the last step with its rows past the keys zeroed; an FP8 half's V8 is zero there
-        // already), then the FP8 group's sums of the first 64 channels (finish_pv folds them and
-        // takes the other channels).
+        // The P V of step n (kPvInFlight: in flight under the next step's scores, one commit
+        // group). kPv fp16: one product into O. kFp8Pv: with pv routed the FP16 halves into O (the
+        // partial half of the last step with its rows past the keys zeroed; an FP8 half's V8 is
+        // zero there already; each waited for where P V is not in flight), then the FP8 group's
+        // sums of the first 64 channels (finish_pv folds them and takes the other channels).
         const auto issue_pv = [&](int n, const VRing& at) {
           mbarrier_wait(Smem::v_full(smem, at.stage), at.parity);
           const uint32_t stage = base + Smem::v(at.stage);
