@@ -317,7 +317,8 @@ EmulatorResult emulate_attention(const AttentionShape& shape, const AttentionInp
       throw std::invalid_argument("emulate_attention: FP8 P V accumulates in FP32 (accum fp16 given)");
     }
     if (options.softmax_tiles > kVScaleKeys / kBlockV) {
-      throw std::invalid_argument("emulate_attention: FP8 P V needs softmax steps within one V scale block (softmax_tiles <= 2)");
+      throw std::invalid_argument(
+          "emulate_attention: FP8 P V needs softmax steps within one V scale block (softmax_tiles <= 2)");
     }
     for (const SequenceTiling& t : plan.tilings) {
       if (t.geometry.block_n != kBlockV) {

@@ -5,8 +5,9 @@
 // the FP8 MMA (which keeps 13 bits of its sum: tests/kernels/test_fp8_mma_gpu.cpp), then
 // O = fma(t * scale[c], g, O) with g = 1 / f. Per 64 output channels one set of sums: the first
 // is in flight beside the next step's scores and softmax, each further one issued once the one
-// before it is folded into O (32 registers of sums at a time). P8 goes from the score registers to the A
-// fragments without a shuffle: V8's columns follow them (core/quant_fp8.hpp, fp8_value_column).
+// before it is folded into O (32 registers of sums at a time). P8 goes from the score registers
+// to the A fragments without a shuffle: V8's columns follow them (core/quant_fp8.hpp,
+// fp8_value_column).
 #include <cstdint>
 
 #include "kernels/common/wgmma.cuh"

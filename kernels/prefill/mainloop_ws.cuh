@@ -241,9 +241,13 @@ struct MainloopWs {
     if constexpr (kFp8Pv) {
       mbarrier_arrive(empty);
     } else {
-      __syncwarp();  // every lane's reads of the stage come before the warp's arrive
-      if (lane == 0) mbarrier_arrive(empty);
+      release_by_warp(empty, lane);
     }
+  }
+  // One arrive per warp (Q's empty barrier, and K and V without FP8 P V).
+  __device__ __forceinline__ static void release_by_warp(uint64_t* empty, int lane) {
+    __syncwarp();  // every lane's reads come before the warp's arrive
+    if (lane == 0) mbarrier_arrive(empty);
   }
 
   // Barrier arrivals: the producer's one arrive.expect_tx per fill (on_the_fly: of Q and K into
@@ -487,10 +491,7 @@ struct MainloopWs {
             }
           }
           // The tile's last score product has read Q: the producer may bring the next tile's.
-          if (n == last) {
-            __syncwarp();
-            if (lane == 0) mbarrier_arrive(Smem::q_empty(smem));
-          }
+          if (n == last) release_by_warp(Smem::q_empty(smem), lane);
           if (TileMask<Cfg>::needed(blk, n, p.causal)) TileMask<Cfg>::apply(s, blk, n, p.causal, warp, lane);
         };
         // P of a step as the A fragments of P V: the k16 step kk covers keys 16 kk .. 16 kk + 15,
