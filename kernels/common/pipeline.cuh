@@ -53,6 +53,12 @@ __device__ __forceinline__ void named_barrier_sync(unsigned id, unsigned threads
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// Arrival at barrier `id` over `threads` threads without waiting: counts toward the threads that
+// sync on it.
+__device__ __forceinline__ void named_barrier_arrive(unsigned id, unsigned threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Register reallocation: every warp of a warpgroup executes the same one. A producer warpgroup
 // gives registers back so that the consumer warpgroups may take them.
 template <unsigned kRegisters>

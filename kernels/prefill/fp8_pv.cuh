@@ -27,24 +27,21 @@ struct Fp8GroupFactors {
   float f[2], g[2];
 };
 
-// From the step's probabilities s (the m64 score fragment: s[j][e] row g + 8 (e / 2), key 8 j +
-// 2 t + e % 2) of the halves in the group (`halves` bit h: half h): each row's maximum over its
-// quad, then f = 448 / max(pmax, 2^-64) and g = max(pmax, 2^-64) / 448, both 0 for a row without
-// a legal key in the group (pmax = 0). Both come from the approximate reciprocal and a product
-// (f g = 1 within a few ulps: the emulator forms them from 2^(m_new - m_group) apart anyway): a
-// correctly rounded division calls a slow path whose call made ptxas spill the consumers.
-template <int kKeyFrags>
-__device__ __forceinline__ Fp8GroupFactors fp8_group_factors(const float (&s)[kKeyFrags][4], unsigned halves) {
+// From the largest p of this thread's two rows (g and g + 8) per half (half_p_max[2 r + h]:
+// OnlineSoftmax::update_fused) over the halves in the group (`halves` bit h: half h): pmax, then
+// f = 448 / max(pmax, 2^-64) and g = max(pmax, 2^-64) / 448, both 0 for a row without a legal
+// key in the group (pmax = 0). Both come from the approximate reciprocal and a product (f g = 1
+// within a few ulps: the emulator forms them from 2^(m_new - m_group) apart anyway): a correctly
+// rounded division calls a slow path whose call made ptxas spill the consumers.
+__device__ __forceinline__ Fp8GroupFactors fp8_group_factors(const float (&half_p_max)[4], unsigned halves) {
   Fp8GroupFactors out;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float pmax = 0.0f;
 #pragma unroll
-    for (int j = 0; j < kKeyFrags; ++j) {
-      if (halves >> (j / 8) & 1u) pmax = fmaxf(pmax, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
+    for (int h = 0; h < 2; ++h) {
+      if (halves >> h & 1u) pmax = fmaxf(pmax, half_p_max[2 * r + h]);
     }
-    pmax = fmaxf(pmax, __shfl_xor_sync(0xffffffffu, pmax, 1));
-    pmax = fmaxf(pmax, __shfl_xor_sync(0xffffffffu, pmax, 2));
     const float floor = fmaxf(pmax, 0x1p-64f);
     out.f[r] = pmax > 0.0f ? __fdividef(kFp8E4m3Max, floor) : 0.0f;
     out.g[r] = pmax > 0.0f ? __fmul_rn(floor, 1.0f / kFp8E4m3Max) : 0.0f;

@@ -220,6 +220,11 @@ struct MainloopWs {
   // fold into an O that FP16 halves accumulate into serialized the wgmmas (C7515).
   static constexpr bool kPvInFlight =
       kPv == PvPaths::fp16 || Cfg::kHeadDim == 64 || (kPv == PvPaths::fp8 && kUniformSteps);
+  // Whether the consumer warpgroups take turns at issuing products (WarpgroupTurns): with FP8
+  // P V, where in a same-run A/B they made pv routed 4-10% faster and left pv fp8 within noise;
+  // with FP16 P V they made `one` and the mixed layouts 2-3% slower at d = 128
+  // (results/h200/experiments/warpgroup-turns/).
+  static constexpr bool kTurns = kFp8Pv;
   static constexpr const char* kLaunchName = "launch of prefill_kernel_ws (warp-specialized mainloop)";
   using Smem = PrefillSmemWs<Cfg, kPaths, kFp8Pv>;
   using Softmax = OnlineSoftmax<Cfg::kRowSlices, Cfg::kKeyFrags>;
@@ -249,6 +254,31 @@ struct MainloopWs {
     __syncwarp();  // every lane's reads come before the warp's arrive
     if (lane == 0) mbarrier_arrive(empty);
   }
+
+  // The consumer warpgroups take turns at issuing products (named barrier 3 + w: warpgroup w's
+  // turn), so that one's score product and P V run on the tensor cores while the other runs its
+  // softmax, rather than both issuing together and then both leaving the tensor cores idle for
+  // their softmax. Both take the same turns (the CTA's tiles and steps, routed alike); warpgroup 1
+  // passes the first turn to warpgroup 0, and warpgroup 0 takes the last pass back at the end, so
+  // that no arrival is left pending. No warpgroup waits for the other inside its turn (zero_v_rows
+  // meets outside).
+  struct WarpgroupTurns {
+    static constexpr unsigned kFirstBarrier = 3;  // 1: zero_v_rows, 2: the quantizers
+    int wg;
+    __device__ __forceinline__ void take() const {
+      if constexpr (kTurns) named_barrier_sync(kFirstBarrier + wg, Cfg::kThreads);
+    }
+    __device__ __forceinline__ void pass() const {
+      if constexpr (kTurns) named_barrier_arrive(kFirstBarrier + (wg ^ 1), Cfg::kThreads);
+    }
+    __device__ __forceinline__ void begin() const {
+      if (wg == 1) pass();
+    }
+    __device__ __forceinline__ void end() const {
+      if (wg == 0) take();
+    }
+  };
+  static_assert(Cfg::kConsumerWarpgroups == 2, "turns between two consumer warpgroups");
 
   // Barrier arrivals: the producer's one arrive.expect_tx per fill (on_the_fly: of Q and K into
   // `loaded`, then one arrive per quantizer warp into `full`); one arrive per consumer warp per
@@ -400,6 +430,10 @@ struct MainloopWs {
     KRing k_ring;
     VRing v_ring;
     unsigned q_parity = 0;
+    // The warpgroup from a warp-uniform index: from tid, ptxas took the turns' branches for
+    // divergent ones (it spilled 400 bytes and serialized the FP8 P V instances' wgmmas, C7520).
+    WarpgroupTurns turns{warp_index_uniform() / 4 - 1};
+    turns.begin();
     for (int64_t t = blockIdx.x; t < w.tiles.count(); t += gridDim.x) {
       BlockInfo blk;
       if (!w.tiles.template block<Cfg::kBlockM, Cfg::kRouteTileN>(p, t, blk)) continue;
@@ -438,14 +472,17 @@ struct MainloopWs {
         StepRoutes step;
         float k_scale[2] = {0.0f, 0.0f};
         float scale[2] = {0.0f, 0.0f};  // the step's score scale per half
-        const auto issue_scores = [&](int n, const KRing& at, uint32_t (&lo)[32], uint32_t (&hi)[32]) {
+        // Step n's routes, and its K stage landed (with the INT8 halves' K scales).
+        const auto await_k = [&](int n, const KRing& at) {
           step.template next<kTileRouted>(routes, blk, n);
           mbarrier_wait(Smem::k_full(smem, at.stage), at.parity);
-          const uint32_t k_base = base + Smem::k(at.stage), k8_base = base + Smem::k8(at.stage);
           if (kTileRouted) {
             if (step.int8[0]) k_scale[0] = *Smem::k_scale(smem, at.stage, 0);
             if (step.int8[1]) k_scale[1] = *Smem::k_scale(smem, at.stage, 1);
           }
+        };
+        const auto issue_scores = [&](const KRing& at, uint32_t (&lo)[32], uint32_t (&hi)[32]) {
+          const uint32_t k_base = base + Smem::k(at.stage), k8_base = base + Smem::k8(at.stage);
           if constexpr (kUniformSteps) {
             // A missing second half reads a stale stage: scores the mask sets to -inf.
             if (kTileRouted && step.int8[0]) {
@@ -508,12 +545,12 @@ struct MainloopWs {
           a[kk][2] = pack_half2(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
           a[kk][3] = pack_half2(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
         };
-        const auto pack_p = [&](const Scores& s) {
+        const auto pack_p = [&](const Scores& s, const float (&half_p_max)[2 * Softmax::kRows]) {
           if constexpr (kFp8Pv) {
             packed = step;
             fp8_group = packed.template fp8_halves<kPv>();
             // Defined every step (else the registers live on across steps without a group).
-            fp8_factors = fp8_group ? fp8_group_factors<Cfg::kKeyFrags>(s[0], fp8_group) : Fp8GroupFactors{};
+            fp8_factors = fp8_group ? fp8_group_factors(half_p_max, fp8_group) : Fp8GroupFactors{};
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               if (fp8_group >> h & 1u) {
@@ -538,19 +575,23 @@ struct MainloopWs {
         // partial half of the last step with its rows past the keys zeroed; an FP8 half's V8 is
         // zero there already; each waited for where P V is not in flight), then the FP8 group's
         // sums of the first 64 channels (finish_pv folds them and takes the other channels).
-        const auto issue_pv = [&](int n, const VRing& at) {
+        // Step n's V stage landed, with the rows past the keys of a partial last step zeroed where
+        // an FP16 half reads them (a partial first half has no second one, so the rows to the
+        // stage's end are all the partial half's or unused; an FP8 half's V8 is zero there).
+        const auto await_v = [&](int n, const VRing& at) {
           mbarrier_wait(Smem::v_full(smem, at.stage), at.parity);
+          if constexpr (kPv != PvPaths::fp8) {
+            if (n == last && last_valid < Cfg::kBlockN && !(fp8_group >> (last_valid / kHalfN) & 1u)) {
+              zero_v_rows(smem, at.stage, last_valid, tid);
+            }
+          }
+        };
+        const auto issue_pv = [&](const VRing& at) {
           const uint32_t stage = base + Smem::v(at.stage);
           if constexpr (kPv == PvPaths::fp16) {
-            if (n == last && last_valid < Cfg::kBlockN) zero_v_rows(smem, at.stage, last_valid, tid);
             wgmma_pv_k128<D>(acc_o, a, sw128_desc_mn(stage, Smem::kBlockBytes));
           } else {
             if constexpr (kPv == PvPaths::routed) {
-              // The rows past the keys to the stage's end: a partial first half has no second one,
-              // so they are all the partial half's or unused.
-              if (n == last && last_valid < Cfg::kBlockN && !(fp8_group >> (last_valid / kHalfN) & 1u)) {
-                zero_v_rows(smem, at.stage, last_valid, tid);
-              }
 #pragma unroll
               for (int h = 0; h < 2; ++h) {
                 if (!(fp8_group >> h & 1u) && (h == 0 || packed.halves2)) {
@@ -594,43 +635,57 @@ struct MainloopWs {
 
         // Step n's P V runs under step n + 1's score product and softmax (kPvInFlight; else before
         // it): the steps per element (O = O * alpha_n+1 + P_n+1 V_n+1 after O += P_n V_n) are
-        // those of the sequential loop.
+        // those of the sequential loop. Every issue of products is a turn (WarpgroupTurns), taken
+        // once its stages landed.
         if (last >= 0) {
           {
             uint32_t lo[32], hi[32];
             Scores s;
-            issue_scores(0, k_ring, lo, hi);
+            await_k(0, k_ring);
+            turns.take();
+            issue_scores(k_ring, lo, hi);
+            turns.pass();
             wgmma_wait_all();
             finish_scores(0, k_ring, lo, hi, s);
-            float alpha[Softmax::kRows];
-            softmax.update_fused(s, scale, p.fp16_state, alpha);  // O is zero: alpha is not needed
-            pack_p(s);
+            float alpha[Softmax::kRows], half_p_max[2 * Softmax::kRows];
+            softmax.update_fused(s, scale, p.fp16_state, alpha, half_p_max);  // O is zero: alpha is not needed
+            pack_p(s, half_p_max);
           }
           k_ring.advance();
           for (int n = 1; n <= last; ++n) {
             if constexpr (!kPvInFlight) {
-              issue_pv(n - 1, v_ring);
+              await_v(n - 1, v_ring);
+              turns.take();
+              issue_pv(v_ring);
+              turns.pass();
               wgmma_wait_all();
               finish_pv(v_ring);
             }
             uint32_t lo[32], hi[32];  // the step's s32 or f32 scores by half, in flight until the wait
             Scores s;
-            issue_scores(n, k_ring, lo, hi);
-            if constexpr (kPvInFlight) issue_pv(n - 1, v_ring);
+            await_k(n, k_ring);
+            if constexpr (kPvInFlight) await_v(n - 1, v_ring);
+            turns.take();
+            issue_scores(k_ring, lo, hi);
+            if constexpr (kPvInFlight) issue_pv(v_ring);
+            turns.pass();
             wgmma_wait<kPvInFlight ? 1 : 0>();  // the scores landed; P V may still run
             finish_scores(n, k_ring, lo, hi, s);
-            float alpha[Softmax::kRows];
-            softmax.update_fused(s, scale, p.fp16_state, alpha);
+            float alpha[Softmax::kRows], half_p_max[2 * Softmax::kRows];
+            softmax.update_fused(s, scale, p.fp16_state, alpha, half_p_max);
             if constexpr (kPvInFlight) {
               wgmma_wait_all();
               finish_pv(v_ring);
             }
             if (Softmax::any_moved(alpha)) o.rescale(alpha);
-            pack_p(s);
+            pack_p(s, half_p_max);
             k_ring.advance();
             v_ring.advance();
           }
-          issue_pv(last, v_ring);
+          await_v(last, v_ring);
+          turns.take();
+          issue_pv(v_ring);
+          turns.pass();
           wgmma_wait_all();
           finish_pv(v_ring);
           v_ring.advance();
@@ -650,6 +705,7 @@ struct MainloopWs {
         tile(std::false_type{});
       }
     }
+    turns.end();
   }
 
   // on_the_fly, the quantizer warps (`qtid` 0 .. kQuantizerThreads - 1): for every work tile of the

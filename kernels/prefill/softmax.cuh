@@ -53,9 +53,17 @@ struct OnlineSoftmax {
   // path's fp32 sums, the INT8 path's exact float(C)), fragments [0, kKeyFrags / 2) of each row
   // scaled by scale[0] and the rest by scale[1] (a step's two routing tiles). The row maximum is
   // max over halves of round(max(raw) * scale), which equals the maximum of the rounded scaled
-  // scores (scale > 0), and p = exp2(fma(raw, scale, -ref)): one FMA per element.
+  // scores (scale > 0), and p = exp2(fma(raw, scale, -ref)): one FMA per element. half_p_max[2 r
+  // + h] is the largest p of row r in half h (0 for a half without a legal key): the p of the
+  // half's largest raw score, as fma and exp2 do not decrease (what FP8 P V's group factors take;
+  // where unused, the compiler drops it).
   __device__ __forceinline__ void update_fused(float (&s)[kRowSlices][kKeyFrags][4], const float (&raw_scale)[2],
                                                bool fp16_state, float (&alpha)[kRows]) {
+    float half_p_max[2 * kRows];
+    update_fused(s, raw_scale, fp16_state, alpha, half_p_max);
+  }
+  __device__ __forceinline__ void update_fused(float (&s)[kRowSlices][kKeyFrags][4], const float (&raw_scale)[2],
+                                               bool fp16_state, float (&alpha)[kRows], float (&half_p_max)[2 * kRows]) {
     static_assert(kKeyFrags % 2 == 0, "two halves");
     constexpr int kHalfFrags = kKeyFrags / 2;
     // A scale below FLT_MIN (0 where a block's codes are all 0: an all-zero K or Q block, a key
@@ -82,6 +90,8 @@ struct OnlineSoftmax {
     for (int r = 0; r < kRows; ++r) {
       const float tile_max = fmaxf(__fmul_rn(half_max[2 * r], scale[0]), __fmul_rn(half_max[2 * r + 1], scale[1]));
       neg_ref[r] = -move_max(r, tile_max, fp16_state, alpha[r]);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) half_p_max[2 * r + h] = exp2_approx(__fmaf_rn(half_max[2 * r + h], scale[h], neg_ref[r]));
     }
 #pragma unroll
     for (int mi = 0; mi < kRowSlices; ++mi)
