@@ -255,10 +255,10 @@ struct MainloopWs {
     if (lane == 0) mbarrier_arrive(empty);
   }
 
-  // The consumer warpgroups take turns at issuing products (named barrier 3 + w: warpgroup w's
-  // turn), so that one's score product and P V run on the tensor cores while the other runs its
-  // softmax, rather than both issuing together and then both leaving the tensor cores idle for
-  // their softmax. Both take the same turns (the CTA's tiles and steps, routed alike); warpgroup 1
+  // With kTurns the consumer warpgroups take turns at issuing products (named barrier 3 + w:
+  // warpgroup w's turn), so that one's score product and P V run on the tensor cores while the
+  // other runs its softmax, rather than both issuing together and then both leaving the tensor
+  // cores idle for their softmax. Both take the same turns (the CTA's tiles and steps, routed alike); warpgroup 1
   // passes the first turn to warpgroup 0, and warpgroup 0 takes the last pass back at the end, so
   // that no arrival is left pending. No warpgroup waits for the other inside its turn (zero_v_rows
   // meets outside).
@@ -570,11 +570,6 @@ struct MainloopWs {
             for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) pack_half_fp16(s, kk);
           }
         };
-        // The P V of step n (kPvInFlight: in flight under the next step's scores, one commit
-        // group). kPv fp16: one product into O. kFp8Pv: with pv routed the FP16 halves into O (the
-        // partial half of the last step with its rows past the keys zeroed; an FP8 half's V8 is
-        // zero there already; each waited for where P V is not in flight), then the FP8 group's
-        // sums of the first 64 channels (finish_pv folds them and takes the other channels).
         // Step n's V stage landed, with the rows past the keys of a partial last step zeroed where
         // an FP16 half reads them (a partial first half has no second one, so the rows to the
         // stage's end are all the partial half's or unused; an FP8 half's V8 is zero there).
@@ -586,6 +581,11 @@ struct MainloopWs {
             }
           }
         };
+        // The P V of the step whose P is in `a` (kPvInFlight: in flight under the next step's
+        // scores, one commit group), its stage awaited (await_v). kPv fp16: one product into O.
+        // kFp8Pv: with pv routed the FP16 halves into O (each waited for where P V is not in
+        // flight), then the FP8 group's sums of the first 64 channels (finish_pv folds them and
+        // takes the other channels).
         const auto issue_pv = [&](const VRing& at) {
           const uint32_t stage = base + Smem::v(at.stage);
           if constexpr (kPv == PvPaths::fp16) {

@@ -91,7 +91,9 @@ struct OnlineSoftmax {
       const float tile_max = fmaxf(__fmul_rn(half_max[2 * r], scale[0]), __fmul_rn(half_max[2 * r + 1], scale[1]));
       neg_ref[r] = -move_max(r, tile_max, fp16_state, alpha[r]);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) half_p_max[2 * r + h] = exp2_approx(__fmaf_rn(half_max[2 * r + h], scale[h], neg_ref[r]));
+      for (int h = 0; h < 2; ++h) {
+        half_p_max[2 * r + h] = exp2_approx(__fmaf_rn(half_max[2 * r + h], scale[h], neg_ref[r]));
+      }
     }
 #pragma unroll
     for (int mi = 0; mi < kRowSlices; ++mi)
