@@ -221,8 +221,8 @@ struct MainloopWs {
   static constexpr bool kPvInFlight =
       kPv == PvPaths::fp16 || Cfg::kHeadDim == 64 || (kPv == PvPaths::fp8 && kUniformSteps);
   // Whether the consumer warpgroups take turns at issuing products (WarpgroupTurns): with FP8
-  // P V, where in a same-run A/B they made pv routed 4-10% faster and left pv fp8 within noise;
-  // with FP16 P V they made `one` and the mixed layouts 2-3% slower at d = 128
+  // P V, where in a same-run A/B at d = 128 they made pv routed 3-5% faster and left pv fp8 within
+  // noise; with FP16 P V they made `one` and sptrans 50% 1-5% slower
   // (results/h200/experiments/warpgroup-turns/).
   static constexpr bool kTurns = kFp8Pv;
   static constexpr const char* kLaunchName = "launch of prefill_kernel_ws (warp-specialized mainloop)";
@@ -258,10 +258,10 @@ struct MainloopWs {
   // With kTurns the consumer warpgroups take turns at issuing products (named barrier 3 + w:
   // warpgroup w's turn), so that one's score product and P V run on the tensor cores while the
   // other runs its softmax, rather than both issuing together and then both leaving the tensor
-  // cores idle for their softmax. Both take the same turns (the CTA's tiles and steps, routed alike); warpgroup 1
-  // passes the first turn to warpgroup 0, and warpgroup 0 takes the last pass back at the end, so
-  // that no arrival is left pending. No warpgroup waits for the other inside its turn (zero_v_rows
-  // meets outside).
+  // cores idle for their softmax. Both take the same turns (the CTA's tiles and steps, routed
+  // alike); warpgroup 1 passes the first turn to warpgroup 0, and warpgroup 0 takes the last pass
+  // back at the end, so that no arrival is left pending. No warpgroup waits for the other inside
+  // its turn (zero_v_rows meets outside).
   struct WarpgroupTurns {
     static constexpr unsigned kFirstBarrier = 3;  // 1: zero_v_rows, 2: the quantizers
     int wg;

@@ -58,11 +58,6 @@ struct OnlineSoftmax {
   // half's largest raw score, as fma and exp2 do not decrease (what FP8 P V's group factors take;
   // where unused, the compiler drops it).
   __device__ __forceinline__ void update_fused(float (&s)[kRowSlices][kKeyFrags][4], const float (&raw_scale)[2],
-                                               bool fp16_state, float (&alpha)[kRows]) {
-    float half_p_max[2 * kRows];
-    update_fused(s, raw_scale, fp16_state, alpha, half_p_max);
-  }
-  __device__ __forceinline__ void update_fused(float (&s)[kRowSlices][kKeyFrags][4], const float (&raw_scale)[2],
                                                bool fp16_state, float (&alpha)[kRows], float (&half_p_max)[2 * kRows]) {
     static_assert(kKeyFrags % 2 == 0, "two halves");
     constexpr int kHalfFrags = kKeyFrags / 2;
