@@ -221,8 +221,8 @@ struct MainloopWs {
   static constexpr bool kPvInFlight =
       kPv == PvPaths::fp16 || Cfg::kHeadDim == 64 || (kPv == PvPaths::fp8 && kUniformSteps);
   // Whether the consumer warpgroups take turns at issuing products (WarpgroupTurns): with FP8
-  // P V, where in a same-run A/B at d = 128 they made pv routed 3-5% faster and left pv fp8 within
-  // noise; with FP16 P V they made `one` and sptrans 50% 1-5% slower
+  // P V, where in a same-run A/B at d = 128 they made pv routed 2-5% faster and left pv fp8 within
+  // noise; with FP16 P V they made `one` and sptrans 50% up to 6% slower
   // (results/h200/experiments/warpgroup-turns/).
   static constexpr bool kTurns = kFp8Pv;
   static constexpr const char* kLaunchName = "launch of prefill_kernel_ws (warp-specialized mainloop)";
