@@ -8,16 +8,22 @@
 //           even with saturation to +-448 (cvt.rn.satfinite.e4m3x2.f32); 0 for an all-zero
 //           block (scale 0); a NaN value gives the NaN code.
 // The FP8 group of a query row and step: the step's FP8 tiles (every tile with pv fp8, the
-// INT8-routed ones with pv routed; one V scale block), with p = exp2(s - m_new) the probabilities
-// of the FP16 path (they also feed l) and m_group the group's row maximum of s:
-//   e      = exp2(min(m_new - m_group, 64)), f = 448 * e, g = 1 / f   (each rounded to FP32;
-//            a row without a legal key in the group has f = g = 0)
-//   P8     = e4m3(fp32(p * f))                    (p * f <= 448 up to rounding)
+// INT8-routed ones with pv routed; one V scale block), m_group their row maximum of s, ref the
+// step's reference of the FP16 path (m_new, or 0 for a row without a legal key so far). P8 comes
+// from its own exponential, shifted so that the group's largest key lands on 448:
+//   c      = log2(448) - m_group                  (FP32: kFp8E4m3MaxLog2 - m_group)
+//   p'     = exp2(s + c)                          (the kernel: exp2(fma(raw, scale, c)))
+//   P8     = e4m3(p')                             (p' <= 448 up to rounding; RNE, saturating)
+//   g      = exp2(-ref - c)                       (= 2^(m_group - ref) / 448)
+//   l      = l * alpha + (sum of the FP16 tiles' p + g * sum of p')
 //   t[c]   = sum over the group's keys of P8 * V8[c] in FP32   (products exact)
 //   O[c]  += fp32(t[c] * scale[c]) * g            (one fused multiply-add into O, after the
 //                                                   step's FP16 tiles)
 // so P8 spans the whole E4M3 range for every row and step, whatever the step's share of the row's
-// mass; a key below 2^-18 of its group's maximum rounds to 0 (at most 2^-12 of the group's mass).
+// mass, at one FMA and one exponential per key as on the FP16 path (no multiply by a factor); a
+// key below 2^-18 of its group's maximum rounds to 0 (at most 2^-12 of the group's mass); a group
+// far below the row's maximum has g = 0 (the GPU flushes subnormals). A row without a legal key
+// in the group has c = g = 0 (its p' are exp2(-inf) = 0).
 // One group and one scale per step make the step's FP8 P V one product with one fold into O.
 #include <cmath>
 #include <cstdint>
@@ -30,9 +36,8 @@ namespace tilemix {
 
 constexpr int kBlockV = 64;         // V8 columns per block: one routing tile (V shares K's block offsets)
 constexpr int kVScaleKeys = 128;    // keys per V scale: a softmax step (two blocks share their scales)
-// The largest exponent of e: 448 * 2^64 stays finite, and a group 2^-64 below the row's maximum
-// adds nothing an FP32 accumulator keeps.
-constexpr float kFp8PMaxExponent = 64.0f;
+// log2(448) rounded to FP32: the exponent at which P8 reaches the E4M3 maximum.
+inline constexpr float kFp8E4m3MaxLog2 = 8.80735492205760f;
 
 inline float fp8_scale(float absmax) { return absmax / kFp8E4m3Max; }
 
@@ -85,16 +90,15 @@ struct Fp8Values {
 Fp8Values quantize_values_fp8(const std::vector<uint16_t>& v, const std::vector<int64_t>& cu_seqlens_k, int heads,
                               int d);
 
-// The factors f and g of an FP8 group's row (above); m_group = -inf (no legal key) gives 0 and 0.
-struct Fp8RowFactors {
-  float f, g;
+// The exponent offset c and the factor g of an FP8 group's row (above); m_group = -inf (no legal
+// key in the group) gives 0 and 0.
+struct Fp8RowExponent {
+  float c, g;
 };
-inline Fp8RowFactors fp8_row_factors(float m_new, float m_group) {
+inline Fp8RowExponent fp8_row_exponent(float reference, float m_group) {
   if (m_group == -INFINITY) return {0.0f, 0.0f};
-  const float diff = m_new - m_group;
-  const float e = std::exp2(diff < kFp8PMaxExponent ? diff : kFp8PMaxExponent);
-  const float f = kFp8E4m3Max * e;
-  return {f, 1.0f / f};
+  const float c = kFp8E4m3MaxLog2 - m_group;
+  return {c, std::exp2(-reference - c)};
 }
 
 }  // namespace tilemix

@@ -71,7 +71,7 @@ struct TileState {
   std::vector<float> row_max, row_sum, acc;  // m, l, O [rows, d]
   std::vector<float> score;                  // s of the current step [rows, softmax_tiles * block_n]
   std::vector<float> score_scale;            // fused_score_scale: each raw score's scale [as score]
-  std::vector<float> prob;                   // the fp32 p of one row of the step
+  std::vector<float> prob;                   // the fp32 p of one row of the step (p' on an FP8 group)
   std::vector<float> group_sum;              // FP8 P V: t[c], the P8 V8 sums of one group [d]
   std::vector<double> dot;                   // FP16-path sums of one row [block_n]
   std::vector<float> int8_dot;               // INT8-path sums of one row [block_n]
@@ -208,28 +208,33 @@ class TileEmulator {
       if (fp16_state) m_new = round_to_half(m_new);
       const float reference = m_new == kNegInf ? 0.0f : m_new;
       const float alpha = std::exp2(st.row_max[r] - reference);
+      // The step's FP8 group (core/quant_fp8.hpp): its keys' p' from their own exponential.
+      float group_max = kNegInf;
+      for (int i = 0; i < step_tiles; ++i) {
+        if (fp8_tile[i]) group_max = std::max(group_max, tile_max[i]);
+      }
+      const Fp8RowExponent group = fp8_row_exponent(reference, group_max);
 
-      float p_sum = 0.0f;
+      // p of the FP16 tiles, p' of the FP8 group's, each summed apart.
+      float p_sum = 0.0f, group_p_sum = 0.0f;
       for (int64_t j = 0; j < width; ++j) {
-        const float p = std::exp2(scale ? std::fma(s[j], fused(j), -reference) : s[j] - reference);
-        p_sum += p;
+        const bool in_group = fp8_tile[j / block_n];
+        const float offset = in_group ? group.c : -reference;
+        const float p = std::exp2(scale ? std::fma(s[j], fused(j), offset) : s[j] + offset);
+        (in_group ? group_p_sum : p_sum) += p;
         p16[j] = p;
       }
       st.row_max[r] = m_new;
-      st.row_sum[r] = st.row_sum[r] * alpha + p_sum;
+      st.row_sum[r] = st.row_sum[r] * alpha + std::fma(group.g, group_p_sum, p_sum);
       if (fp16_state) st.row_sum[r] = round_to_half(st.row_sum[r]);
 
       for (int c = 0; c < d; ++c) o[c] *= alpha;
       if (fp16_accum) {
         for (int c = 0; c < d; ++c) o[c] = round_to_half(o[c]);
       }
-      // The FP16 tiles in order, then the step's FP8 group (core/quant_fp8.hpp) in one fold.
-      float group_max = kNegInf;
+      // The FP16 tiles in order, then the step's FP8 group in one fold.
       for (int i = 0; i < step_tiles; ++i) {
-        if (fp8_tile[i]) {
-          group_max = std::max(group_max, tile_max[i]);
-          continue;
-        }
+        if (fp8_tile[i]) continue;
         const int64_t begin = int64_t{i} * block_n, end = std::min<int64_t>(width, begin + block_n);
         for (int64_t chunk = begin; chunk < end; chunk += kAccumChunk) {
           const int64_t chunk_end = std::min<int64_t>(end, chunk + kAccumChunk);
@@ -243,7 +248,7 @@ class TileEmulator {
           }
         }
       }
-      if (group_max != kNegInf) add_fp8_group(tile.b, kvh, j0, width, block_n, fp8_tile, p16, m_new, group_max, o, st);
+      if (group_max != kNegInf) add_fp8_group(tile.b, kvh, j0, width, block_n, fp8_tile, p16, group.g, o, st);
       if (fp16_state) {
         for (int c = 0; c < d; ++c) o[c] = round_to_half(o[c]);
       }
@@ -251,22 +256,21 @@ class TileEmulator {
   }
 
   // The FP8 group of one row and step (core/quant_fp8.hpp): the keys of the tiles fp8_tile names
-  // among the step's [j0, j0 + width) of sequence b, p their FP32 probabilities, m_group their
-  // maximum, added into the row's accumulator o.
+  // among the step's [j0, j0 + width) of sequence b, p their p' (FP32), g the group's factor,
+  // added into the row's accumulator o.
   void add_fp8_group(int b, int kvh, int64_t j0, int64_t width, int block_n, const bool* fp8_tile, const float* p,
-                     float m_new, float m_group, float* o, TileState& st) const {
+                     float g, float* o, TileState& st) const {
     const int d = shape_.d, hk = shape_.hk;
-    const Fp8RowFactors factors = fp8_row_factors(m_new, m_group);
     float* sum = st.group_sum.data();
     std::fill(sum, sum + d, 0.0f);
     const int64_t k_first = shape_.cu_seqlens_k[b] + j0;
     for (int64_t j = 0; j < width; ++j) {
       if (!fp8_tile[j / block_n]) continue;
-      const float p8 = fp8_e4m3_to_float(float_to_fp8_e4m3(p[j] * factors.f));
+      const float p8 = fp8_e4m3_to_float(float_to_fp8_e4m3(p[j]));
       const float* v = &ops_.v8_values[(static_cast<size_t>(k_first + j) * hk + kvh) * d];
       for (int c = 0; c < d; ++c) sum[c] += p8 * v[c];
     }
-    for (int c = 0; c < d; ++c) o[c] = std::fma(sum[c] * ops_.v8.scale(b, j0, kvh, c), factors.g, o[c]);
+    for (int c = 0; c < d; ++c) o[c] = std::fma(sum[c] * ops_.v8.scale(b, j0, kvh, c), g, o[c]);
   }
 
   void write_output(const QueryTile& tile, const TileState& st) const {

@@ -115,8 +115,10 @@ void GpuProblem::launch_routing() {
   if (adaptive_) gpu::adaptive_words(adaptive_->params, nullptr);
 }
 
-void GpuProblem::launch_tilemix(const Numerics& numerics) {
+void GpuProblem::launch_tilemix(const Numerics& asked) {
+  const Numerics numerics = launched(asked);
   gpu::PrefillParams p = params(numerics);
+  p.mainloop = gpu::tilemix_mainloop(mainloop_, asked);  // FP8 P V's mainloop, also where it runs as FP16
   p.words = words_.as<const uint64_t>();
   p.tile_offset = tile_offset_.as<const int64_t>();
   p.group = group_.as<const int>();
@@ -170,7 +172,7 @@ int64_t GpuProblem::resident_bytes(bool tilemix, const Numerics& numerics, gpu::
     // smooth_keys reads the K block offsets in either mode.
     if (!(numerics.mode == QuantMode::quantize_once && any_int8_)) add({&k_block_offset_});
   }
-  if (numerics.pv != PvPrecision::fp16) {
+  if (launched(numerics).pv != PvPrecision::fp16) {
     add({&v8_, &v_scale_});
     if (!(numerics.mode == QuantMode::quantize_once && any_int8_) && !numerics.smooth_k) add({&k_block_offset_});
   }

@@ -62,7 +62,8 @@ class GpuProblem {
 
   // For timing: upload the routing once, then enqueue launches (no poison, no synchronisation).
   // launch_tilemix includes the quantization passes (smooth_keys with smooth_k, quantize_values_fp8
-  // with pv fp8 or routed), as every reported time does, and for a layout that routes from the
+  // where some tile takes FP8 P V: pv routed without an INT8 route runs as pv fp16), as every
+  // reported time does, and for a layout that routes from the
   // data (adaptive) the words built on the GPU from Q and K (launch_routing), which then replace
   // `words`; the kernel's instance is then chosen without reading the words (one score product per
   // step only where every g is even).
@@ -107,6 +108,14 @@ class GpuProblem {
   gpu::DeviceBuffer words_, tile_offset_, group_;
   int64_t q_blocks_ = 0, k_blocks_ = 0;
   int64_t total_query_tiles_ = 0;
+  // The numerics a launch of the routing set runs: pv routed without an INT8-routed tile takes
+  // FP8 P V nowhere, so it runs as FP16 P V (that kernel on the same mainloop, no V8),
+  // bit-identical with it.
+  Numerics launched(const Numerics& numerics) const {
+    Numerics out = numerics;
+    if (out.pv == PvPrecision::routed && !any_int8_) out.pv = PvPrecision::fp16;
+    return out;
+  }
   bool any_int8_ = false;
   bool uniform_steps_ = false;  // PrefillParams::uniform_steps of the routing set
   std::unique_ptr<AdaptiveBuilder> adaptive_;  // the routing set's words builder, for adaptive

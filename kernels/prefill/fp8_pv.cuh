@@ -1,17 +1,16 @@
 #pragma once
 // FP8 P V of one step (128 keys) in the warp-specialized mainloop (pv fp8 / routed), the
-// operations core/quant_fp8.hpp states for a step's FP8 group (its FP8 halves): P8 = e4m3(p f)
-// per row with f = 448 / (the group's row maximum of p), the group's sums t = P8 V8 from zero in
-// the FP8 MMA (which keeps 13 bits of its sum: tests/kernels/test_fp8_mma_gpu.cpp), then
-// O = fma(t * scale[c], g, O) with g = 1 / f. Per 64 output channels one set of sums: the first
-// is in flight beside the next step's scores and softmax, each further one issued once the one
-// before it is folded into O (32 registers of sums at a time). P8 goes from the score registers
-// to the A fragments without a shuffle: V8's columns follow them (core/quant_fp8.hpp,
-// fp8_value_column).
+// operations core/quant_fp8.hpp states for a step's FP8 group (its FP8 halves): the softmax
+// gives the group's keys p' = exp2(fma(raw, scale, c)), its largest at 448, and each row's g
+// (OnlineSoftmax::update_fused_fp8); P8 = e4m3(p'), the group's sums t = P8 V8 from zero in the
+// FP8 MMA (which keeps 13 bits of its sum: tests/kernels/test_fp8_mma_gpu.cpp), then O =
+// fma(t * scale[c], g, O). Per 64 output channels one set of sums: the first is in flight beside
+// the next step's scores and softmax, each further one issued once the one before it is folded
+// into O (32 registers of sums at a time). P8 goes from the score registers to the A fragments
+// without a shuffle: V8's columns follow them (core/quant_fp8.hpp, fp8_value_column).
 #include <cstdint>
 
 #include "kernels/common/wgmma.cuh"
-#include "core/quant_fp8.hpp"
 
 namespace tilemix::gpu {
 
@@ -22,48 +21,18 @@ __device__ __forceinline__ uint32_t e4m3x2(float lo, float hi) {
   return packed;
 }
 
-// The factors of a group's rows g and g + 8 (this thread's two rows): f scales p into P8, g back.
-struct Fp8GroupFactors {
-  float f[2], g[2];
-};
-
-// From the largest p of this thread's two rows (g and g + 8) per half (half_p_max[2 r + h]:
-// OnlineSoftmax::update_fused) over the halves in the group (`halves` bit h: half h): pmax, then
-// f = 448 / max(pmax, 2^-64) and g = max(pmax, 2^-64) / 448, both 0 for a row without a legal
-// key in the group (pmax = 0). Both come from the approximate reciprocal and a product (f g = 1
-// within a few ulps: the emulator forms them from 2^(m_new - m_group) apart anyway): a correctly
-// rounded division calls a slow path whose call made ptxas spill the consumers.
-__device__ __forceinline__ Fp8GroupFactors fp8_group_factors(const float (&half_p_max)[4], unsigned halves) {
-  Fp8GroupFactors out;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float pmax = 0.0f;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (halves >> h & 1u) pmax = fmaxf(pmax, half_p_max[2 * r + h]);
-    }
-    const float floor = fmaxf(pmax, 0x1p-64f);
-    out.f[r] = pmax > 0.0f ? __fdividef(kFp8E4m3Max, floor) : 0.0f;
-    out.g[r] = pmax > 0.0f ? __fmul_rn(floor, 1.0f / kFp8E4m3Max) : 0.0f;
-  }
-  return out;
-}
-
 // Half h's P8 as the A fragments of its two k32 steps: step kk covers keys 64 h + 32 kk .. + 31,
 // score fragments j0 = 8 h + 4 kk .. j0 + 3; register 0 holds row g's keys 2t, 2t + 1, 2t + 8,
 // 2t + 9 of the first 16, register 1 row g + 8's, registers 2 and 3 the second 16.
 template <int kKeyFrags>
-__device__ __forceinline__ void pack_fp8_half(const float (&s)[kKeyFrags][4], int h, const Fp8GroupFactors& k,
-                                              uint32_t (&a)[2][4]) {
+__device__ __forceinline__ void pack_fp8_half(const float (&s)[kKeyFrags][4], int h, uint32_t (&a)[2][4]) {
 #pragma unroll
   for (int kk = 0; kk < 2; ++kk) {
     const int j0 = 8 * h + 4 * kk;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int j = j0 + 2 * (i / 2), r = i % 2;
-      const float f = k.f[r];
-      a[kk][i] = e4m3x2(__fmul_rn(s[j][2 * r], f), __fmul_rn(s[j][2 * r + 1], f)) |
-                 e4m3x2(__fmul_rn(s[j + 1][2 * r], f), __fmul_rn(s[j + 1][2 * r + 1], f)) << 16;
+      a[kk][i] = e4m3x2(s[j][2 * r], s[j][2 * r + 1]) | e4m3x2(s[j + 1][2 * r], s[j + 1][2 * r + 1]) << 16;
     }
   }
 }
@@ -91,10 +60,11 @@ __device__ __forceinline__ void issue_fp8_sums(float (&sums)[32], const uint32_t
 }
 
 // O(64 x kDim, f32: the m64 accumulator) channels 64 cb .. 64 cb + 63 += the landed sums with the
-// channels' V scales (`scales`, kDim floats in shared memory) and the rows' g.
+// channels' V scales (`scales`, kDim floats in shared memory) and g of the thread's rows (g and
+// g + 8).
 template <int kDim>
 __device__ __forceinline__ void fold_fp8_sums(float (&o)[kDim / 2], const float (&sums)[32], const float* scales,
-                                              const Fp8GroupFactors& k, int lane, int cb) {
+                                              const float (&g)[2], int lane, int cb) {
   const int t = lane % 4;
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
@@ -102,7 +72,7 @@ __device__ __forceinline__ void fold_fp8_sums(float (&o)[kDim / 2], const float 
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       float& out = o[4 * (8 * cb + j) + e];
-      out = __fmaf_rn(__fmul_rn(sums[4 * j + e], e % 2 ? sc.y : sc.x), k.g[e / 2], out);
+      out = __fmaf_rn(__fmul_rn(sums[4 * j + e], e % 2 ? sc.y : sc.x), g[e / 2], out);
     }
   }
 }

@@ -537,7 +537,7 @@ struct MainloopWs {
         uint32_t a[Cfg::kBlockN / 16][4];
         [[maybe_unused]] StepRoutes packed;  // kFp8Pv: the routes of the step whose P is in `a`
         [[maybe_unused]] unsigned fp8_group = 0;  // its FP8 halves (bit h: half h)
-        [[maybe_unused]] Fp8GroupFactors fp8_factors;
+        [[maybe_unused]] float fp8_g[Softmax::kRows];  // its group's g per row (update_fused_fp8)
         [[maybe_unused]] float sums[kFp8Pv ? 32 : 1];  // its FP8 group's sums of 64 channels
         const auto pack_half_fp16 = [&](const Scores& s, int kk) {
           a[kk][0] = pack_half2(s[0][2 * kk][0], s[0][2 * kk][1]);
@@ -545,16 +545,27 @@ struct MainloopWs {
           a[kk][2] = pack_half2(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
           a[kk][3] = pack_half2(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
         };
-        const auto pack_p = [&](const Scores& s, const float (&half_p_max)[2 * Softmax::kRows]) {
+        // The softmax of the step in `step`: with an FP8 group its g per row in group_g (0 without
+        // a group: defined every step, else the registers live on across steps without a group).
+        // pv fp8 puts both halves in the group: a missing second half's scores are -inf, its p 0.
+        const auto softmax_step = [&](Scores& s, float (&alpha)[Softmax::kRows], float (&group_g)[Softmax::kRows]) {
+          if constexpr (kFp8Pv) {
+            softmax.template update_fused_fp8<kPv == PvPaths::fp8>(s, scale, p.fp16_state, alpha,
+                                                                   step.template fp8_halves<kPv>(), group_g);
+          } else {
+            softmax.update_fused(s, scale, p.fp16_state, alpha);
+          }
+        };
+        const auto pack_p = [&](const Scores& s, const float (&group_g)[Softmax::kRows]) {
           if constexpr (kFp8Pv) {
             packed = step;
             fp8_group = packed.template fp8_halves<kPv>();
-            // Defined every step (else the registers live on across steps without a group).
-            fp8_factors = fp8_group ? fp8_group_factors(half_p_max, fp8_group) : Fp8GroupFactors{};
+#pragma unroll
+            for (int r = 0; r < Softmax::kRows; ++r) fp8_g[r] = group_g[r];
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               if (fp8_group >> h & 1u) {
-                pack_fp8_half<Cfg::kKeyFrags>(s[0], h, fp8_factors, reinterpret_cast<uint32_t(&)[2][4]>(a[4 * h]));
+                pack_fp8_half<Cfg::kKeyFrags>(s[0], h, reinterpret_cast<uint32_t(&)[2][4]>(a[4 * h]));
                 if constexpr (kPv == PvPaths::routed) {
                   // The half's unused slots defined each step: else they live on from an FP16 half.
 #pragma unroll
@@ -625,7 +636,7 @@ struct MainloopWs {
                   wgmma_wait_all();
                 }
                 wgmma_fence_operands(sums);
-                fold_fp8_sums<D>(acc_o, sums, scales, fp8_factors, lane, cb);
+                fold_fp8_sums<D>(acc_o, sums, scales, fp8_g, lane, cb);
               }
             }
           }
@@ -647,9 +658,9 @@ struct MainloopWs {
             turns.pass();
             wgmma_wait_all();
             finish_scores(0, k_ring, lo, hi, s);
-            float alpha[Softmax::kRows], half_p_max[2 * Softmax::kRows];
-            softmax.update_fused(s, scale, p.fp16_state, alpha, half_p_max);  // O is zero: alpha is not needed
-            pack_p(s, half_p_max);
+            float alpha[Softmax::kRows], group_g[Softmax::kRows];
+            softmax_step(s, alpha, group_g);  // O is zero: alpha is not needed
+            pack_p(s, group_g);
           }
           k_ring.advance();
           for (int n = 1; n <= last; ++n) {
@@ -671,14 +682,14 @@ struct MainloopWs {
             turns.pass();
             wgmma_wait<kPvInFlight ? 1 : 0>();  // the scores landed; P V may still run
             finish_scores(n, k_ring, lo, hi, s);
-            float alpha[Softmax::kRows], half_p_max[2 * Softmax::kRows];
-            softmax.update_fused(s, scale, p.fp16_state, alpha, half_p_max);
+            float alpha[Softmax::kRows], group_g[Softmax::kRows];
+            softmax_step(s, alpha, group_g);
             if constexpr (kPvInFlight) {
               wgmma_wait_all();
               finish_pv(v_ring);
             }
             if (Softmax::any_moved(alpha)) o.rescale(alpha);
-            pack_p(s, half_p_max);
+            pack_p(s, group_g);
             k_ring.advance();
             v_ring.advance();
           }

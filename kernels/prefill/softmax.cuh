@@ -10,6 +10,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "core/quant_fp8.hpp"
 #include "kernels/common/softmax_math.cuh"
 
 namespace tilemix::gpu {
@@ -53,12 +54,30 @@ struct OnlineSoftmax {
   // path's fp32 sums, the INT8 path's exact float(C)), fragments [0, kKeyFrags / 2) of each row
   // scaled by scale[0] and the rest by scale[1] (a step's two routing tiles). The row maximum is
   // max over halves of round(max(raw) * scale), which equals the maximum of the rounded scaled
-  // scores (scale > 0), and p = exp2(fma(raw, scale, -ref)): one FMA per element. half_p_max[2 r
-  // + h] is the largest p of row r in half h (0 for a half without a legal key): the p of the
-  // half's largest raw score, as fma and exp2 do not decrease (what FP8 P V's group factors take;
-  // where unused, the compiler drops it).
+  // scores (scale > 0), and p = exp2(fma(raw, scale, -ref)): one FMA per element.
   __device__ __forceinline__ void update_fused(float (&s)[kRowSlices][kKeyFrags][4], const float (&raw_scale)[2],
-                                               bool fp16_state, float (&alpha)[kRows], float (&half_p_max)[2 * kRows]) {
+                                               bool fp16_state, float (&alpha)[kRows]) {
+    float unused[kRows];
+    update_fused_groups<false>(s, raw_scale, fp16_state, alpha, 0u, unused);
+  }
+
+  // update_fused with an FP8 group (core/quant_fp8.hpp): the halves in `fp8_halves` (bit h: half
+  // h; kEveryHalf: both, whatever fp8_halves says) turn into p' = exp2(fma(raw, scale, c)) with
+  // c = log2(448) - (the group's row maximum), the others into p; group_g[r] is row r's g =
+  // exp2(-ref - c) (0 for a row without a legal key in the group), and l takes the group's sum
+  // of p' times g.
+  template <bool kEveryHalf>
+  __device__ __forceinline__ void update_fused_fp8(float (&s)[kRowSlices][kKeyFrags][4], const float (&raw_scale)[2],
+                                                   bool fp16_state, float (&alpha)[kRows], unsigned fp8_halves,
+                                                   float (&group_g)[kRows]) {
+    update_fused_groups<true, kEveryHalf>(s, raw_scale, fp16_state, alpha, kEveryHalf ? 3u : fp8_halves, group_g);
+  }
+
+  template <bool kFp8Group, bool kEveryHalf = false>
+  __device__ __forceinline__ void update_fused_groups(float (&s)[kRowSlices][kKeyFrags][4],
+                                                      const float (&raw_scale)[2], bool fp16_state,
+                                                      float (&alpha)[kRows], unsigned fp8_halves,
+                                                      float (&group_g)[kRows]) {
     static_assert(kKeyFrags % 2 == 0, "two halves");
     constexpr int kHalfFrags = kKeyFrags / 2;
     // A scale below FLT_MIN (0 where a block's codes are all 0: an all-zero K or Q block, a key
@@ -80,14 +99,25 @@ struct OnlineSoftmax {
       }
     }
     quad_reduce(half_max, [](float a, float b) { return fmaxf(a, b); });
-    float neg_ref[kRows];
+    float offset[kRows][2];  // what each half's exponent adds to raw * scale
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      const float tile_max = fmaxf(__fmul_rn(half_max[2 * r], scale[0]), __fmul_rn(half_max[2 * r + 1], scale[1]));
-      neg_ref[r] = -move_max(r, tile_max, fp16_state, alpha[r]);
+      const float scaled[2] = {__fmul_rn(half_max[2 * r], scale[0]), __fmul_rn(half_max[2 * r + 1], scale[1])};
+      const float neg_ref = -move_max(r, fmaxf(scaled[0], scaled[1]), fp16_state, alpha[r]);
+      offset[r][0] = offset[r][1] = neg_ref;
+      if constexpr (kFp8Group) {
+        float group_max = -INFINITY;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        half_p_max[2 * r + h] = exp2_approx(__fmaf_rn(half_max[2 * r + h], scale[h], neg_ref[r]));
+        for (int h = 0; h < 2; ++h) {
+          if (fp8_halves >> h & 1u) group_max = fmaxf(group_max, scaled[h]);
+        }
+        const bool any = group_max != -INFINITY;
+        const float c = any ? __fsub_rn(kFp8E4m3MaxLog2, group_max) : 0.0f;
+        group_g[r] = any ? exp2_approx(__fsub_rn(neg_ref, c)) : 0.0f;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (fp8_halves >> h & 1u) offset[r][h] = c;
+        }
       }
     }
 #pragma unroll
@@ -96,9 +126,14 @@ struct OnlineSoftmax {
       for (int ni = 0; ni < kKeyFrags; ++ni)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          s[mi][ni][e] = exp2_approx(__fmaf_rn(s[mi][ni][e], scale[ni / kHalfFrags], neg_ref[mi * 2 + e / 2]));
+          s[mi][ni][e] =
+              exp2_approx(__fmaf_rn(s[mi][ni][e], scale[ni / kHalfFrags], offset[mi * 2 + e / 2][ni / kHalfFrags]));
         }
-    add_sums(s, alpha, fp16_state);
+    if constexpr (kFp8Group) {
+      add_sums_fp8<kEveryHalf>(s, alpha, fp16_state, fp8_halves, group_g);
+    } else {
+      add_sums(s, alpha, fp16_state);
+    }
   }
 
   // The scale update_fused multiplies by: at least FLT_MIN (a NaN stays NaN).
@@ -120,6 +155,54 @@ struct OnlineSoftmax {
                                            bool fp16_state) {
     float sum[kRows];
     reduce_rows(p, sum, [](float a, float b) { return __fadd_rn(a, b); });
+    add_row_sums(sum, alpha, fp16_state);
+  }
+
+  // The same with an FP8 group (update_fused_fp8): per row g times the group halves' sum of p'
+  // plus the other halves' sum of p, each half's sum a tree of its own (add_sums' tree mixes the
+  // halves). With every half in the group (kEveryHalf: pv fp8) the quad's sum comes first, so
+  // that only the last multiply waits for g's exponential; else g weighs each thread's sums
+  // before the quad's sum (g is the row's).
+  template <bool kEveryHalf>
+  __device__ __forceinline__ void add_sums_fp8(const float (&p)[kRowSlices][kKeyFrags][4], const float (&alpha)[kRows],
+                                               bool fp16_state, unsigned fp8_halves, const float (&group_g)[kRows]) {
+    constexpr int kHalfFrags = kKeyFrags / 2;
+    float group[kRows], rest[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int mi = r / 2, e0 = (r % 2) * 2;
+      group[r] = rest[r] = 0.0f;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float t[kHalfFrags];
+#pragma unroll
+        for (int ni = 0; ni < kHalfFrags; ++ni) {
+          t[ni] = __fadd_rn(p[mi][h * kHalfFrags + ni][e0], p[mi][h * kHalfFrags + ni][e0 + 1]);
+        }
+        const float half_sum = tree_reduce(t, [](float a, float b) { return __fadd_rn(a, b); });
+        if (fp8_halves >> h & 1u) {
+          group[r] = __fadd_rn(group[r], half_sum);
+        } else {
+          rest[r] = __fadd_rn(rest[r], half_sum);
+        }
+      }
+    }
+    const auto add = [](float a, float b) { return __fadd_rn(a, b); };
+    float sum[kRows];
+    if constexpr (kEveryHalf) {
+      quad_reduce(group, add);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) sum[r] = __fmul_rn(group_g[r], group[r]);
+    } else {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) sum[r] = __fmaf_rn(group_g[r], group[r], rest[r]);
+      quad_reduce(sum, add);
+    }
+    add_row_sums(sum, alpha, fp16_state);
+  }
+
+  // l = l * alpha + sum [fp16 state: rounded], sum a row's sum of the step.
+  __device__ __forceinline__ void add_row_sums(const float (&sum)[kRows], const float (&alpha)[kRows], bool fp16_state) {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       float l = __fadd_rn(__fmul_rn(row_sum[r], alpha[r]), sum[r]);

@@ -121,17 +121,23 @@ TEST_CASE("quantize_values_fp8: NaN leaves the scale and becomes the NaN code", 
   CHECK(fp8_e4m3_to_float(q.code(0, 1, 0, 0)) * q.scale(0, 1, 0, 0) == 2.0f);
 }
 
-TEST_CASE("FP8 row factors: full range per group, none for a group without keys", "[quant][fp8]") {
-  const Fp8RowFactors same = fp8_row_factors(3.0f, 3.0f);
-  CHECK(same.f == 448.0f);
-  CHECK(same.g == 1.0f / 448.0f);
-  const Fp8RowFactors below = fp8_row_factors(3.0f, -17.0f);  // the group's maximum 2^-20 of the row's
-  CHECK(below.f == 448.0f * 0x1p20f);
-  const Fp8RowFactors far = fp8_row_factors(0.0f, -1000.0f);
-  CHECK(std::isfinite(far.f));
-  CHECK(far.f == 448.0f * 0x1p64f);
-  const Fp8RowFactors empty = fp8_row_factors(0.0f, -std::numeric_limits<float>::infinity());
-  CHECK(empty.f == 0.0f);
+TEST_CASE("FP8 row exponent: the group's maximum at 448, g back to the row's scale, none without keys", "[quant][fp8]") {
+  const Fp8RowExponent same = fp8_row_exponent(3.0f, 3.0f);
+  CHECK(fp8_e4m3_to_float(float_to_fp8_e4m3(std::exp2(3.0f + same.c))) == 448.0f);
+  CHECK(same.g * 448.0f == Approx(1.0f).epsilon(1e-6));
+  // The group's maximum 2^-20 of the row's: its largest key still 448, g 2^-20 / 448.
+  const Fp8RowExponent below = fp8_row_exponent(3.0f, -17.0f);
+  CHECK(fp8_e4m3_to_float(float_to_fp8_e4m3(std::exp2(-17.0f + below.c))) == 448.0f);
+  CHECK(below.g * 448.0f == Approx(0x1p-20f).epsilon(1e-6));
+  // A key 2^-4 below the group's maximum keeps its ratio in P8.
+  CHECK(fp8_e4m3_to_float(float_to_fp8_e4m3(std::exp2(-21.0f + below.c))) == 28.0f);
+  // Far below the row's maximum: P8 keeps its range, g underflows to 0 (the group adds nothing).
+  const Fp8RowExponent far = fp8_row_exponent(0.0f, -1000.0f);
+  CHECK(std::isfinite(far.c));
+  CHECK(fp8_e4m3_to_float(float_to_fp8_e4m3(std::exp2(-1000.0f + far.c))) == 448.0f);
+  CHECK(far.g == 0.0f);
+  const Fp8RowExponent empty = fp8_row_exponent(0.0f, -std::numeric_limits<float>::infinity());
+  CHECK(empty.c == 0.0f);
   CHECK(empty.g == 0.0f);
 }
 
