@@ -3,8 +3,8 @@
 
 Usage: scripts/ab_compare.py DIR_OR_TGZ [CONFIG]
 
-Reads ab-CONFIG-{base,new}N.json (from a folder or a results.tgz) and prints, per row (case,
-method), every run's median in microseconds and the change of the new build's best median over the
+Reads ab-CONFIG-{base,new}N.json (from a folder, not its subfolders, or a results.tgz) and prints,
+per row (case, method), every run's median in microseconds and the change of the new build's best median over the
 base's best: the runs alternate base, new, base, new, ... in one session, so the spread between a
 side's runs is the noise to read the change against.
 """
@@ -21,7 +21,7 @@ NAME = re.compile(r"ab-(?P<config>.+)-(?P<side>base|new)(?P<rep>\d+)\.json$")
 def load_runs(source):
     runs = {}
     if source.is_dir():
-        for f in source.rglob("ab-*.json"):
+        for f in sorted(source.glob("ab-*.json")):  # the folder's own runs: a subfolder holds another A/B
             m = NAME.search(f.name)
             if m:
                 runs[(m["config"], m["side"], int(m["rep"]))] = json.loads(f.read_text())

@@ -121,7 +121,7 @@ TEST_CASE("quantize_values_fp8: NaN leaves the scale and becomes the NaN code", 
   CHECK(fp8_e4m3_to_float(q.code(0, 1, 0, 0)) * q.scale(0, 1, 0, 0) == 2.0f);
 }
 
-TEST_CASE("FP8 row exponent: the group's maximum at 448, g back to the row's scale, none without keys", "[quant][fp8]") {
+TEST_CASE("FP8 row exponent: the group's maximum at 448, g to the row's scale, none without keys", "[quant][fp8]") {
   const Fp8RowExponent same = fp8_row_exponent(3.0f, 3.0f);
   CHECK(fp8_e4m3_to_float(float_to_fp8_e4m3(std::exp2(3.0f + same.c))) == 448.0f);
   CHECK(same.g * 448.0f == Approx(1.0f).epsilon(1e-6));
