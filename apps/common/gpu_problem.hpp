@@ -63,10 +63,9 @@ class GpuProblem {
   // For timing: upload the routing once, then enqueue launches (no poison, no synchronisation).
   // launch_tilemix includes the quantization passes (smooth_keys with smooth_k, quantize_values_fp8
   // where some tile takes FP8 P V: pv routed without an INT8 route runs as pv fp16), as every
-  // reported time does, and for a layout that routes from the
-  // data (adaptive) the words built on the GPU from Q and K (launch_routing), which then replace
-  // `words`; the kernel's instance is then chosen without reading the words (one score product per
-  // step only where every g is even).
+  // reported time does, and for a layout that routes from the data (adaptive) the words built on
+  // the GPU from Q and K (launch_routing), which then replace `words`; the kernel's instance is
+  // then chosen without reading the words (one score product per step only where every g is even).
   void set_routing(const RoutingPlan& plan, const std::vector<uint64_t>& words);
   bool routes_on_gpu() const { return adaptive_ != nullptr; }
   void launch_routing();

@@ -87,15 +87,9 @@ struct OnlineSoftmax {
     float half_max[2 * kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      const int mi = r / 2, e0 = (r % 2) * 2;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float t[kHalfFrags];
-#pragma unroll
-        for (int ni = 0; ni < kHalfFrags; ++ni) {
-          t[ni] = fmaxf(s[mi][h * kHalfFrags + ni][e0], s[mi][h * kHalfFrags + ni][e0 + 1]);
-        }
-        half_max[2 * r + h] = tree_reduce(t, [](float a, float b) { return fmaxf(a, b); });
+        half_max[2 * r + h] = reduce_half(s, r, h, [](float a, float b) { return fmaxf(a, b); });
       }
     }
     quad_reduce(half_max, [](float a, float b) { return fmaxf(a, b); });
@@ -166,20 +160,14 @@ struct OnlineSoftmax {
   template <bool kEveryHalf>
   __device__ __forceinline__ void add_sums_fp8(const float (&p)[kRowSlices][kKeyFrags][4], const float (&alpha)[kRows],
                                                bool fp16_state, unsigned fp8_halves, const float (&group_g)[kRows]) {
-    constexpr int kHalfFrags = kKeyFrags / 2;
+    const auto add = [](float a, float b) { return __fadd_rn(a, b); };
     float group[kRows], rest[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      const int mi = r / 2, e0 = (r % 2) * 2;
       group[r] = rest[r] = 0.0f;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float t[kHalfFrags];
-#pragma unroll
-        for (int ni = 0; ni < kHalfFrags; ++ni) {
-          t[ni] = __fadd_rn(p[mi][h * kHalfFrags + ni][e0], p[mi][h * kHalfFrags + ni][e0 + 1]);
-        }
-        const float half_sum = tree_reduce(t, [](float a, float b) { return __fadd_rn(a, b); });
+        const float half_sum = reduce_half(p, r, h, add);
         if (fp8_halves >> h & 1u) {
           group[r] = __fadd_rn(group[r], half_sum);
         } else {
@@ -187,7 +175,6 @@ struct OnlineSoftmax {
         }
       }
     }
-    const auto add = [](float a, float b) { return __fadd_rn(a, b); };
     float sum[kRows];
     if constexpr (kEveryHalf) {
       quad_reduce(group, add);
@@ -202,13 +189,28 @@ struct OnlineSoftmax {
   }
 
   // l = l * alpha + sum [fp16 state: rounded], sum a row's sum of the step.
-  __device__ __forceinline__ void add_row_sums(const float (&sum)[kRows], const float (&alpha)[kRows], bool fp16_state) {
+  __device__ __forceinline__ void add_row_sums(const float (&sum)[kRows], const float (&alpha)[kRows],
+                                               bool fp16_state) {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       float l = __fadd_rn(__fmul_rn(row_sum[r], alpha[r]), sum[r]);
       if (fp16_state) l = round_to_half(l);
       row_sum[r] = l;
     }
+  }
+
+  // op over this thread's part of row r (of kRows) in half h of the key fragments: pairs, then a
+  // tree over the half's fragments.
+  template <class Op>
+  __device__ __forceinline__ static float reduce_half(const float (&s)[kRowSlices][kKeyFrags][4], int r, int h, Op op) {
+    constexpr int kHalfFrags = kKeyFrags / 2;
+    const int mi = r / 2, e0 = (r % 2) * 2;
+    float t[kHalfFrags];
+#pragma unroll
+    for (int ni = 0; ni < kHalfFrags; ++ni) {
+      t[ni] = op(s[mi][h * kHalfFrags + ni][e0], s[mi][h * kHalfFrags + ni][e0 + 1]);
+    }
+    return tree_reduce(t, op);
   }
 
   // op over each of the thread's rows of s (pairs, then a tree over the key fragments), then over
