@@ -20,9 +20,10 @@
 //                                          16-key chunk; fp16 state: O rounded after the tile]
 //          fp32 adds into O, keys ascending within the tile, channel by channel
 //   pv fp8 / routed (Numerics::fp8_pv of the tile's route): the step's FP8 tiles as one group,
-//          P V in FP8 as core/quant_fp8.hpp states it (P8 from the fp32 p with the group's
-//          factor, V8 per channel and 128-key block, the group's sums in fp32, then one fma
-//          into O after the FP16 tiles); needs block_n 64, softmax_tiles <= 2 and accum fp32
+//          P V in FP8 as core/quant_fp8.hpp states it (P8 from the group's own exponential p',
+//          its largest at 448, l += g * rowsum(p'), V8 per channel and 128-key block, the
+//          group's sums in fp32, then one fma into O with g after the FP16 tiles); needs
+//          block_n 64, softmax_tiles <= 2 and accum fp32
 // Final: o = fp16(O / l); lse = (m + log2 l) * ln 2 in fp32; a row with l == 0 gives o = 0, lse = -inf.
 //   smooth_k: lse += fp32(qkbar[row] * softmax_scale) for rows with l > 0.
 // Both quantization modes use the same codes and scales, so they give bit-identical results.
