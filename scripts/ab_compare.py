@@ -4,9 +4,9 @@
 Usage: scripts/ab_compare.py DIR_OR_TGZ [CONFIG]
 
 Reads ab-CONFIG-{base,new}N.json (from a folder, not its subfolders, or a results.tgz) and prints,
-per row (case, method), every run's median in microseconds and the change of the new build's best median over the
-base's best: the runs alternate base, new, base, new, ... in one session, so the spread between a
-side's runs is the noise to read the change against.
+per row (case, method), every run's median in microseconds and the change of the new build's best
+median over the base's best: the runs alternate base, new, base, new, ... in one session, so the
+spread between a side's runs is the noise to read the change against.
 """
 import json
 import re

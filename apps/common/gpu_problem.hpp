@@ -87,6 +87,14 @@ class GpuProblem {
  private:
   void poison_outputs();
   void allocate_value_codes();  // v8_ and v_scale_, at the first call with pv fp8 or routed
+  // The numerics a launch of the routing set runs: pv routed without an INT8-routed tile takes
+  // FP8 P V nowhere, so it runs as FP16 P V (that kernel on the same mainloop, no V8),
+  // bit-identical with it.
+  Numerics launched(const Numerics& numerics) const {
+    Numerics out = numerics;
+    if (out.pv == PvPrecision::routed && !any_int8_) out.pv = PvPrecision::fp16;
+    return out;
+  }
 
   // Layout adaptive's word builder for one plan: its schedule and scratch on the device, and the
   // parameters of gpu::adaptive_words, which writes `words`.
@@ -107,14 +115,6 @@ class GpuProblem {
   gpu::DeviceBuffer words_, tile_offset_, group_;
   int64_t q_blocks_ = 0, k_blocks_ = 0;
   int64_t total_query_tiles_ = 0;
-  // The numerics a launch of the routing set runs: pv routed without an INT8-routed tile takes
-  // FP8 P V nowhere, so it runs as FP16 P V (that kernel on the same mainloop, no V8),
-  // bit-identical with it.
-  Numerics launched(const Numerics& numerics) const {
-    Numerics out = numerics;
-    if (out.pv == PvPrecision::routed && !any_int8_) out.pv = PvPrecision::fp16;
-    return out;
-  }
   bool any_int8_ = false;
   bool uniform_steps_ = false;  // PrefillParams::uniform_steps of the routing set
   std::unique_ptr<AdaptiveBuilder> adaptive_;  // the routing set's words builder, for adaptive
