@@ -42,7 +42,7 @@
 #include "core/metrics.hpp"
 #include "core/problem.hpp"
 #include "core/routing/plan.hpp"
-#include "kernels/prefill/choices.hpp"
+#include "core/choices/prefill.hpp"
 
 namespace tilemix {
 

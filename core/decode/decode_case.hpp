@@ -8,7 +8,7 @@
 #include "core/decode/decode_shape.hpp"
 #include "core/decode/kv_cache.hpp"
 #include "core/routing/plan.hpp"
-#include "kernels/decode/choices.hpp"
+#include "core/choices/decode.hpp"
 
 namespace tilemix {
 

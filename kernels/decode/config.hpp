@@ -7,7 +7,7 @@
 // (4 for GQA 4 and one new token), so padding them to 8 instead of 16 halves the MMAs, and the
 // K and V fragments, which are what streams, come straight from shared memory as A operands.
 #include "core/quant.hpp"
-#include "kernels/decode/choices.hpp"
+#include "core/choices/decode.hpp"
 
 namespace tilemix::gpu {
 

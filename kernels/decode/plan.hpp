@@ -10,7 +10,7 @@
 #include "core/decode/decode_case.hpp"
 #include "core/decode/decode_shape.hpp"
 #include "core/routing/plan.hpp"
-#include "kernels/decode/choices.hpp"
+#include "core/choices/decode.hpp"
 
 namespace tilemix {
 

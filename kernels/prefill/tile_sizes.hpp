@@ -6,7 +6,7 @@
 
 #include "core/quant.hpp"
 #include "core/tiling.hpp"
-#include "kernels/prefill/choices.hpp"
+#include "core/choices/prefill.hpp"
 
 namespace tilemix::gpu {
 

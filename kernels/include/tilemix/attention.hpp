@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/prefill/choices.hpp"
+#include "core/choices/prefill.hpp"
 #include "core/problem.hpp"
 #include "core/tiling.hpp"
 

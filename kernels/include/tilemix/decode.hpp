@@ -15,7 +15,7 @@
 
 #include "core/decode/decode_shape.hpp"
 #include "core/quant.hpp"
-#include "kernels/decode/choices.hpp"
+#include "core/choices/decode.hpp"
 #include "kernels/decode/config.hpp"
 #include "kernels/decode/plan.hpp"
 
