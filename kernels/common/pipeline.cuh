@@ -1,13 +1,8 @@
 #pragma once
 // Synchronization of warp-specialized kernels (sm_90): shared-memory mbarriers (arrival counts
-// plus transaction bytes, completed in phases of alternating parity), named barriers over a subset
-// of a CTA's warps, and the register reallocation between warpgroups.
-//
-// A ring of stages uses two barriers per stage. `full` completes when the stage's data landed
-// (the producer's arrive with the expected bytes, then the copies' complete_tx); `empty` completes
-// when every consumer released the stage. Pass k over the ring waits for phase parity k & 1 of
-// `full`, and the producer for parity (k & 1) ^ 1 of `empty`, which a fresh barrier reports as
-// completed (the phase before its first), so the first pass does not wait.
+// plus transaction bytes, completed in phases of alternating parity), a ring of stages over them
+// (StagePipeline), named barriers over a subset of a CTA's warps (and WarpgroupTurns over two of
+// them), and the register reallocation between warpgroups.
 #include <cstdint>
 
 #include "kernels/common/mma.cuh"
@@ -48,6 +43,70 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, unsigned parity) {
       : "memory");
 }
 
+// A ring of kStages buffers that a producer fills and consumers read, as one role walks it: the
+// stage and phase parity of its current pass (pass k uses stage k % kStages with parity
+// (k / kStages) & 1) and the stages' mbarriers. Every role keeps its own StagePipeline over the
+// same barriers and walks the same passes, calling advance() after each.
+//   producer: acquire() waits until the stage is empty (every consumer released the previous
+//     pass's), then commit(bytes) arrives with the bytes its copies will bring, and the copies
+//     complete on landing();
+//   consumer: wait() until the stage is full, read it, release() (or release_by_warp).
+// `empty` reports a fresh barrier's phase before its first as completed, so the first pass over
+// the ring does not wait. kTransformed: the stage is rewritten between landing and consumption
+// (on-chip quantization): the copies complete `loaded`, the transforming warps wait_landed(),
+// write, then commit_by_warp() on `full`, for which the consumers wait.
+template <int kStages, class Barriers>
+class StagePipeline {
+ public:
+  static constexpr bool kTransformed = Barriers::kTransformed;
+  __device__ __forceinline__ explicit StagePipeline(uint64_t* barriers) : barriers_(barriers) {}
+
+  __device__ __forceinline__ int stage() const { return stage_; }
+  __device__ __forceinline__ void advance() {
+    if constexpr (kStages == 1) {
+      parity_ ^= 1u;
+    } else if (++stage_ == kStages) {
+      stage_ = 0;
+      parity_ ^= 1u;
+    }
+  }
+
+  __device__ __forceinline__ void acquire() const { mbarrier_wait(barrier(Barriers::kEmpty), parity_ ^ 1u); }
+  // The barrier this pass's copies complete.
+  __device__ __forceinline__ uint64_t* landing() const {
+    return barrier(kTransformed ? Barriers::kLoaded : Barriers::kFull);
+  }
+  // The producer's one arrival, announcing the bytes of the copies that complete on landing().
+  __device__ __forceinline__ void commit(unsigned bytes) const { mbarrier_arrive_expect_tx(landing(), bytes); }
+
+  __device__ __forceinline__ void wait_landed() const {
+    static_assert(kTransformed, "the copies complete `full` itself");
+    mbarrier_wait(barrier(Barriers::kLoaded), parity_);
+  }
+  // A transforming warp's one arrival on `full`, after every lane's writes.
+  __device__ __forceinline__ void commit_by_warp(int lane) const {
+    static_assert(kTransformed, "the producer's commit completes `full`");
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(barrier(Barriers::kFull));
+  }
+
+  __device__ __forceinline__ void wait() const { mbarrier_wait(barrier(Barriers::kFull), parity_); }
+  // One arrival toward `empty`: per thread, or with release_by_warp per warp after every lane's
+  // reads (`empty` counts the arrivals of one or the other).
+  __device__ __forceinline__ void release() const { mbarrier_arrive(barrier(Barriers::kEmpty)); }
+  __device__ __forceinline__ void release_by_warp(int lane) const {
+    __syncwarp();
+    if (lane == 0) release();
+  }
+
+ private:
+  __device__ __forceinline__ uint64_t* barrier(int first) const { return barriers_ + (first + stage_); }
+
+  int stage_ = 0;
+  unsigned parity_ = 0;
+  uint64_t* barriers_;
+};
+
 // Barrier `id` (1..15; 0 is __syncthreads) over `threads` threads, a multiple of 32.
 __device__ __forceinline__ void named_barrier_sync(unsigned id, unsigned threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
@@ -58,6 +117,29 @@ __device__ __forceinline__ void named_barrier_sync(unsigned id, unsigned threads
 __device__ __forceinline__ void named_barrier_arrive(unsigned id, unsigned threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+
+// Two warpgroups (`wg` 0 and 1, kThreads threads together) taking turns at a section of code,
+// such as issuing their products to the tensor cores, over named barriers kFirstBarrier + wg
+// (warpgroup wg's turn): take() waits for the turn, pass() hands it to the other without waiting.
+// Warpgroup 1 passes the first turn to warpgroup 0 (begin), and warpgroup 0 takes the last pass
+// back (end), so that no arrival is left pending. Both must take the same number of turns.
+// Without kEnabled every call is empty.
+template <bool kEnabled, unsigned kFirstBarrier, unsigned kThreads>
+struct WarpgroupTurns {
+  int wg;
+  __device__ __forceinline__ void take() const {
+    if constexpr (kEnabled) named_barrier_sync(kFirstBarrier + wg, kThreads);
+  }
+  __device__ __forceinline__ void pass() const {
+    if constexpr (kEnabled) named_barrier_arrive(kFirstBarrier + (wg ^ 1), kThreads);
+  }
+  __device__ __forceinline__ void begin() const {
+    if (wg == 1) pass();
+  }
+  __device__ __forceinline__ void end() const {
+    if (wg == 0) take();
+  }
+};
 
 // Register reallocation: every warp of a warpgroup executes the same one. A producer warpgroup
 // gives registers back so that the consumer warpgroups may take them.

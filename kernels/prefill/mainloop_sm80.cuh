@@ -21,6 +21,7 @@
 #include "kernels/prefill/params.cuh"
 #include "kernels/prefill/smem_layout.cuh"
 #include "kernels/prefill/softmax.cuh"
+#include "kernels/prefill/tile_scheduler.cuh"
 
 namespace tilemix::gpu {
 
@@ -168,17 +169,9 @@ struct MainloopSm80 {
 
     // Routing word of (KV head, query tile), loaded once: key tile n is INT8 when bit n / g is
     // set. Tiles are issued in ascending order, so TileRoutes reads the bits without dividing.
-    // (Written out here rather than returned in a struct: with the struct ptxas spilled 60 bytes
-    // instead of 36 in the d = 64 flash_fp16 instance, which ran 5% slower.)
-    uint64_t route_word = 0;
-    int group = 1;
-    bool needs_q8 = false;  // some executed key tile is INT8-routed
-    if constexpr (kRouted) {
-      route_word = p.words[static_cast<int64_t>(blk.kv_head) * p.total_query_tiles + p.tile_offset[blk.b] + blk.m];
-      group = p.group[blk.b];
-      needs_q8 = any_int8_tile(route_word, group, 0, blk.key_tiles);
-    }
-    TileRoutes routes(route_word, group, 0);
+    TileRouting routing;
+    routing.template load<kRouted>(p, blk);
+    TileRoutes routes(routing.word, routing.group, 0);
 
     // Issues the copies of key tile n into `stage` as two groups (K or K8, then V), so that the
     // scores can start before V has landed. Inside the loop the copy addresses are derived from a
@@ -211,7 +204,7 @@ struct MainloopSm80 {
     // Prologue: Q (and Q8 for quantize_once) in one group, then key tile 0.
     load_tile_async<typename Smem::QTile, kThreads>(smem_base + Smem::kQ, reinterpret_cast<const char*>(p.q + q_first),
                                                      p.q_row_bytes, blk.rows, tid);
-    if (kPaths == ScorePaths::routed_quantize_once && needs_q8) {
+    if (kPaths == ScorePaths::routed_quantize_once && routing.any_int8) {
       load_tile_async<typename Smem::Q8Tile, kThreads>(
           smem_base + Smem::kQ8, reinterpret_cast<const char*>(p.q8 + q_first), p.q8_row_bytes, blk.rows, tid);
     }
@@ -225,7 +218,7 @@ struct MainloopSm80 {
 
     // Per-CTA INT8 factor scale_q * scale_log2 (the query tile is one Q scale block).
     float q_factor = 0.0f;
-    if (kRouted && needs_q8) {
+    if (kRouted && routing.any_int8) {
       float q_scale;
       if constexpr (kOnTheFly) {
         cp_async_wait<2>();

@@ -25,6 +25,7 @@
 #include "kernels/prefill/onchip_quant.cuh"
 #include "kernels/prefill/params.cuh"
 #include "kernels/prefill/softmax.cuh"
+#include "kernels/prefill/tile_scheduler.cuh"
 
 namespace tilemix::gpu {
 
@@ -101,15 +102,9 @@ struct MainloopSm90 {
 
     const int64_t q_first = blk.q_first<Cfg::kBlockM>(p, D), k_first = blk.k_first(p, D);
 
-    uint64_t route_word = 0;
-    int group = 1;
-    bool needs_q8 = false;  // some executed key tile is INT8-routed
-    if constexpr (kRouted) {
-      route_word = p.words[static_cast<int64_t>(blk.kv_head) * p.total_query_tiles + p.tile_offset[blk.b] + blk.m];
-      group = p.group[blk.b];
-      needs_q8 = any_int8_tile(route_word, group, 0, blk.key_tiles);
-    }
-    TileRoutes routes(route_word, group, 0);
+    TileRouting routing;
+    routing.template load<kRouted>(p, blk);
+    TileRoutes routes(routing.word, routing.group, 0);
 
     // Key tile n into `stage`: K8 (quantize_once, INT8 route) or K, and V, as one copy group. Its
     // route and K scale wait in next_int8 / next_k_scale for the iteration that computes it.
@@ -132,7 +127,7 @@ struct MainloopSm90 {
 
     // Prologue: Q (and Q8 when some tile is INT8) and key tile 0.
     load_fp16<Cfg::kBlockM>(base + Smem::kQ, p.q + q_first, p.q_row_bytes, blk.rows, tid);
-    if (kPaths == ScorePaths::routed_quantize_once && needs_q8) {
+    if (kPaths == ScorePaths::routed_quantize_once && routing.any_int8) {
       load_tile_async<typename Smem::template Block<Cfg::kBlockM>, kThreads>(
           base + Smem::kQ8, reinterpret_cast<const char*>(p.q8 + q_first), p.q8_row_bytes, blk.rows, tid);
     }
@@ -141,7 +136,7 @@ struct MainloopSm90 {
 
     // Per-CTA INT8 factor scale_q * scale_log2 (the query tile is one Q scale block).
     float q_factor = 0.0f;
-    if (kRouted && needs_q8) {
+    if (kRouted && routing.any_int8) {
       float q_scale;
       if constexpr (kOnTheFly) {
         cp_async_wait<1>();  // Q landed (key tile 0 may still be in flight)

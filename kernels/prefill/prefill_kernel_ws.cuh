@@ -1,10 +1,13 @@
 #pragma once
-// The warp-specialized prefill kernel (sm_90a, prefill v3): one persistent CTA per SM, a producer
-// warpgroup and two consumer warpgroups (MainloopWs), the consumers' epilogue straight from
-// registers; launch_prefill_ws for the instance files (instances_ws_*.cu: d = 64 and 128, fp32
-// and fp16 P V accumulation, flash_fp16 and tilemix in both modes, with one score product per step
-// where both tiles of every step take one route, two otherwise; instances_ws_fp8pv_*.cu: tilemix
-// with FP8 P V, fp32 accumulation).
+// The warp-specialized prefill kernel (sm_90a, prefill v3): one persistent CTA per SM, which
+// walks its work tiles (tile_scheduler.cuh) in three roles over one shared storage
+// (shared_storage_ws.cuh): warpgroup 0 is the producer, whose first thread issues the TMA copies
+// (producer_ws.cuh) and, on_the_fly, whose other three warps code Q8 and K8 (quantizer_ws.cuh);
+// warpgroups 1 and 2 are the consumers (consumer_ws.cuh), which store O straight from registers.
+// launch_prefill_ws for the instance files (instances_ws_*.cu: d = 64 and 128, fp32 and fp16 P V
+// accumulation, flash_fp16 and tilemix in both modes, with one score product per step where both
+// tiles of every step take one route, two otherwise; instances_ws_fp8pv_*.cu: tilemix with FP8
+// P V, fp32 accumulation).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -13,9 +16,12 @@
 #include "kernels/common/check.cuh"
 #include "kernels/common/pipeline.cuh"
 #include "kernels/common/tensor_map.hpp"
+#include "kernels/prefill/consumer_ws.cuh"
 #include "kernels/prefill/epilogue.cuh"
+#include "kernels/prefill/kernel_traits_ws.cuh"
 #include "kernels/prefill/launch.hpp"
-#include "kernels/prefill/mainloop_ws.cuh"
+#include "kernels/prefill/producer_ws.cuh"
+#include "kernels/prefill/quantizer_ws.cuh"
 #include "kernels/prefill/tile_sizes.hpp"
 
 namespace tilemix::gpu {
@@ -23,22 +29,29 @@ namespace ws_detail {
 
 template <class Cfg, ScorePaths kPaths, bool kUniformSteps, bool kHalfAccum, PvPaths kPv>
 __global__ void __launch_bounds__(Cfg::kCtaThreads, 1) prefill_kernel_ws(const __grid_constant__ KernelParamsWs w) {
-  using Mainloop = MainloopWs<Cfg, kPaths, kUniformSteps, kHalfAccum, kPv>;
+  using Kernel = KernelTraitsWs<Cfg, kPaths, kUniformSteps, kHalfAccum, kPv>;
+  using Storage = typename Kernel::Storage;
+  using Consumer = ConsumerWs<Kernel>;
   extern __shared__ __align__(1024) char smem_raw[];
-  char* smem = Mainloop::Smem::align(smem_raw);
-  if (threadIdx.x == 0) Mainloop::init_barriers(smem);
+  char* smem = Storage::align(smem_raw);
+  if (threadIdx.x == 0) {
+    // `full` counts the producer's one arrive.expect_tx per fill, or on_the_fly's one commit per
+    // quantizer warp (the producer's then completes `loaded`); `empty` the consumers' releases.
+    const unsigned full_arrivals = Kernel::kOnTheFly ? Cfg::kQuantizerWarps : 1;
+    Storage::init_barriers(smem, full_arrivals, Consumer::kStageReleases, Consumer::kQReleases);
+  }
   __syncthreads();
   const int warpgroup = warp_index_uniform() / 4;
   if (warpgroup == 0) {
     warpgroup_release_registers<Cfg::kProducerRegisters>();
     if (threadIdx.x == 0) {
-      Mainloop::produce(w, smem);
-    } else if constexpr (kPaths == ScorePaths::routed_on_the_fly) {
-      if (threadIdx.x >= 32) Mainloop::quantize(w, smem, threadIdx.x - 32);
+      ProducerWs<Kernel>::run(w, smem);
+    } else if constexpr (Kernel::kOnTheFly) {
+      if (threadIdx.x >= 32) QuantizerWs<Kernel>::run(w, smem, threadIdx.x - 32);
     }
   } else {
     warpgroup_claim_registers<Cfg::kConsumerRegisters>();
-    Mainloop::template consume<EpilogueDirect<Cfg>>(w, smem, threadIdx.x - 128);
+    Consumer::template run<EpilogueDirect<Cfg>>(w, smem, threadIdx.x - 128);
   }
 }
 
@@ -53,7 +66,7 @@ template <int kHeadDim, ScorePaths kPaths, bool kUniformSteps, bool kHalfAccum, 
 void launch_instance(const KernelParams& params, const PrefillTensors& tensors, const LaunchShape& shape, void* stream,
                      const std::string& context) {
   using Cfg = PrefillConfigWs<kHeadDim>;
-  using Mainloop = MainloopWs<Cfg, kPaths, kUniformSteps, kHalfAccum, kPv>;
+  using Storage = typename KernelTraitsWs<Cfg, kPaths, kUniformSteps, kHalfAccum, kPv>::Storage;
   constexpr int D = Cfg::kHeadDim;
   KernelParamsWs w{};
   w.p = params;
@@ -71,13 +84,13 @@ void launch_instance(const KernelParams& params, const PrefillTensors& tensors, 
   if constexpr (kPv != PvPaths::fp16) w.v8 = make_value_codes_tensor_map(params.v8, params.v8_columns, params.hk, D, context);
   w.tiles = PersistentTiles{static_cast<int>(shape.query_tiles), shape.heads, shape.batch};
 
-  constexpr int kSmemBytes = Mainloop::Smem::kAllocBytes;
+  constexpr int kSmemBytes = Storage::kAllocBytes;
   const auto kernel = prefill_kernel_ws<Cfg, kPaths, kUniformSteps, kHalfAccum, kPv>;
   TILEMIX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes), context);
   const int64_t tiles = shape.query_tiles * shape.heads * shape.batch;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(tiles, sm_count(context))));
   kernel<<<grid, Cfg::kCtaThreads, kSmemBytes, static_cast<cudaStream_t>(stream)>>>(w);
-  cuda_check(cudaGetLastError(), Mainloop::kLaunchName,
+  cuda_check(cudaGetLastError(), "launch of prefill_kernel_ws (warp-specialized mainloop)",
              context + " grid=" + std::to_string(grid.x) + " tiles=" + std::to_string(tiles) +
                  " smem=" + std::to_string(kSmemBytes));
 }
