@@ -7,11 +7,12 @@
 #   scripts/device_batch.sh run [STEP...]   (on the GPU machine, from the repository root) runs
 #                                   the steps and leaves logs and JSON in $OUT (default out/)
 # Steps: info gpu-tests check sanitizer sanitizer-decode bench ab pack (default: all but bench, ab
-# and pack). CHECK_CONFIGS, BENCH_CONFIGS and AB_CONFIGS name the configs (configs/check/NAME.json,
-# configs/bench/NAME.json) to run. `ab` runs each AB_CONFIGS config with the base and the current
-# tilemix-bench in turn, AB_REPS (default 2) times each, in one process per run: a same-run A/B
-# (compare with scripts/ab_compare.py). `pack` moves everything in $OUT into one results.tgz (the
-# device returns a few files per call). A failing step is reported and the next one runs.
+# and pack). CHECK_CONFIGS, BENCH_CONFIGS and AB_CONFIGS name the configs to run: NAME stands for
+# configs/check/NAME.json, configs/bench/NAME.json and configs/bench/ab/NAME.json. `ab` runs
+# each AB_CONFIGS config with the base and the current tilemix-bench in turn, AB_REPS (default 2)
+# times each, in one process per run: a same-run A/B (compare with scripts/ab_compare.py). `pack`
+# moves everything in $OUT into one results.tgz (the device returns a few files per call). A
+# failing step is reported and the next one runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stage_dir=.device-bin
@@ -84,7 +85,7 @@ run_steps() {
               local bin="$stage_dir"/tilemix-bench
               [[ $side == base ]] && bin="$stage_dir"/tilemix-bench-base
               local rc=0
-              "$bin" --config configs/bench/"$name".json --device gpu --format md \
+              "$bin" --config configs/bench/ab/"$name".json --device gpu --format md \
                 --out "$out"/ab-"$name"-"$side$i".json > "$out"/ab-"$name"-"$side$i".md 2>"$out"/ab-"$name"-"$side$i".err \
                 || rc=$?
               echo "ab $name $side$i: exit $rc"

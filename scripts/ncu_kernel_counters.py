@@ -2,7 +2,7 @@
 """Prints the counters table of docs/perf/prefill.md from an ncu raw page.
 
 Input: the CSV of `ncu --import REPORT --csv --page raw` (gzip or plain) of a profiler run with
-`--set full` (configs/bench/profile-*.json). One markdown row per profiled kernel launch, in launch
+`--set full` (configs/bench/profile/*.json). One markdown row per profiled kernel launch, in launch
 order (the last of consecutive launches of one kernel): its name (template arguments kept, namespaces dropped), duration, tensor pipe active, warp
 instructions, issue slots busy, and the four largest stall reasons by share of the PC samples.
 

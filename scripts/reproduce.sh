@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The paper's reproducible tables in one command: runs every config of configs/paper/ and writes
 # one result per config (<config>.json with its provenance, and the table it printed, <config>.md)
-# and an index (README.md) into the output folder, then renders docs/REPRODUCTION.md from every
-# results/*/paper/ folder and configs/paper/paper_values.csv.
+# and an index (README.md) into the output folder, then renders docs/generated/REPRODUCTION.md
+# from every results/*/paper/ folder and configs/paper/paper_values.csv.
 #
 #   scripts/reproduce.sh [--device gpu|cpu] [--out DIR] [--only NAME[,NAME...]] [--doc FILE]
 #                        [-- BENCH_ARGS...]
@@ -14,7 +14,7 @@
 # --out DIR (default results/<gpu>/paper, e.g. results/h200/paper, or results/cpu/paper)
 # --only selects configs by name or name prefix (table03,table18); BENCH_ARGS go to every run
 #   (--set seq_len=1024 to try a smaller size: the provenance of each file keeps its argv).
-# --doc FILE (default docs/REPRODUCTION.md) is rendered from results/*/paper/ and DIR.
+# --doc FILE (default docs/generated/REPRODUCTION.md) is rendered from results/*/paper/ and DIR.
 # The tilemix-bench used is $TILEMIX_BENCH, else .device-bin/tilemix-bench (scripts/device_batch.sh
 # stages it there), else ${BUILD_DIR:-build}/apps/tilemix-bench.
 set -euo pipefail
@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 
 usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
-device="" out="" only="" doc=docs/REPRODUCTION.md
+device="" out="" only="" doc=docs/generated/REPRODUCTION.md
 bench_args=()
 while [ $# -gt 0 ]; do
   case "$1" in

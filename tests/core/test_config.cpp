@@ -731,7 +731,7 @@ TEST_CASE("every paper config loads, is named after its tables and says what it 
 TEST_CASE("every shipped config and the README's example parse", "[config]") {
   const fs::path root = TILEMIX_SOURCE_DIR;
   int parsed = 0;
-  for (const char* dir : {"configs/bench", "configs/check"}) {
+  for (const char* dir : {"configs/bench", "configs/bench/ab", "configs/bench/profile", "configs/check"}) {
     for (const auto& entry : fs::directory_iterator(root / dir)) {
       if (entry.path().extension() != ".json") continue;
       INFO(entry.path().string());
