@@ -115,19 +115,19 @@ void GpuProblem::launch_routing() {
   if (adaptive_) gpu::adaptive_words(adaptive_->params, nullptr);
 }
 
-void GpuProblem::launch_tilemix(const Numerics& asked) {
-  const Numerics numerics = launched(asked);
-  gpu::PrefillParams p = params(numerics);
-  p.mainloop = gpu::tilemix_mainloop(mainloop_, asked);  // FP8 P V's mainloop, also where it runs as FP16
+void GpuProblem::launch_tilemix(const Numerics& numerics) {
+  const gpu::PrefillPasses passes = tilemix_passes(numerics);
+  gpu::PrefillParams p = params(passes.numerics);
+  p.mainloop = passes.mainloop;
   p.words = words_.as<const uint64_t>();
   p.tile_offset = tile_offset_.as<const int64_t>();
   p.group = group_.as<const int>();
   p.total_query_tiles = total_query_tiles_;
   p.uniform_steps = uniform_steps_;
-  launch_routing();
-  if (numerics.smooth_k) gpu::smooth_keys(p, nullptr);
-  if (numerics.mode == QuantMode::quantize_once && any_int8_) gpu::quantize_qk(p, nullptr);
-  if (numerics.pv != PvPrecision::fp16) gpu::quantize_values_fp8(p, nullptr);
+  if (passes.adaptive_words) gpu::adaptive_words(adaptive_->params, nullptr);
+  if (passes.smooth_keys) gpu::smooth_keys(p, nullptr);
+  if (passes.quantize_qk) gpu::quantize_qk(p, nullptr);
+  if (passes.quantize_values_fp8) gpu::quantize_values_fp8(p, nullptr);
   gpu::tilemix_prefill(p, nullptr);
 }
 
@@ -164,18 +164,11 @@ int64_t GpuProblem::resident_bytes(bool tilemix, const Numerics& numerics, gpu::
   add({&q_, &k_, &v_, &o_, &lse_, &cu_q_, &cu_k_});
   if (!tilemix) return bytes;
   add({&words_, &tile_offset_, &group_});
-  if (numerics.mode == QuantMode::quantize_once && any_int8_) {
-    add({&q8_, &k8_, &q_scale_, &k_scale_, &q_block_offset_, &k_block_offset_});
-  }
-  if (numerics.smooth_k) {
-    add({&k_smoothed_, &kbar_, &qkbar_, &kbar_partial_});
-    // smooth_keys reads the K block offsets in either mode.
-    if (!(numerics.mode == QuantMode::quantize_once && any_int8_)) add({&k_block_offset_});
-  }
-  if (launched(numerics).pv != PvPrecision::fp16) {
-    add({&v8_, &v_scale_});
-    if (!(numerics.mode == QuantMode::quantize_once && any_int8_) && !numerics.smooth_k) add({&k_block_offset_});
-  }
+  const gpu::PrefillPasses passes = tilemix_passes(numerics);
+  if (passes.quantize_qk) add({&q8_, &k8_, &q_scale_, &k_scale_, &q_block_offset_});
+  if (passes.smooth_keys) add({&k_smoothed_, &kbar_, &qkbar_, &kbar_partial_});
+  if (passes.quantize_values_fp8) add({&v8_, &v_scale_});
+  if (passes.k_block_offsets()) add({&k_block_offset_});
   return bytes;
 }
 

@@ -10,6 +10,7 @@
 #include "core/routing/plan.hpp"
 #include "tilemix/attention.hpp"
 #include "tilemix/device_buffer.hpp"
+#include "tilemix/prefill_passes.hpp"
 #include "tilemix/routing.hpp"
 
 namespace tilemix::app {
@@ -44,9 +45,8 @@ class GpuProblem {
  public:
   GpuProblem(const AttentionShape& shape, const AttentionInputs& inputs);
 
-  // The routed kernel with the plan's tiling and `words` (normally plan.words). quantize_once runs
-  // quantize_qk first when some word routes a group to INT8, as a caller must, and smooth_k
-  // smooth_keys before both. Outputs are poisoned before the launch and fetched after it.
+  // The routed kernel with the plan's tiling and `words` (normally plan.words), after the passes
+  // gpu::prefill_passes names. Outputs are poisoned before the launch and fetched after it.
   KernelOutput tilemix(const RoutingPlan& plan, const std::vector<uint64_t>& words, const Numerics& numerics);
   KernelOutput tilemix(const RoutingPlan& plan, const Numerics& numerics) {
     return tilemix(plan, plan.words, numerics);
@@ -61,9 +61,8 @@ class GpuProblem {
   AdaptiveOutput adaptive_routing(const RoutingPlan& plan);
 
   // For timing: upload the routing once, then enqueue launches (no poison, no synchronisation).
-  // launch_tilemix includes the quantization passes (smooth_keys with smooth_k, quantize_values_fp8
-  // where some tile takes FP8 P V: pv routed without an INT8 route runs as pv fp16), as every
-  // reported time does, and for a layout that routes from the data (adaptive) the words built on
+  // launch_tilemix includes every pass of gpu::prefill_passes, as every reported time does: the
+  // quantization passes, and for a layout that routes from the data (adaptive) the words built on
   // the GPU from Q and K (launch_routing), which then replace `words`; the kernel's instance is
   // then chosen without reading the words (one score product per step only where every g is even).
   void set_routing(const RoutingPlan& plan, const std::vector<uint64_t>& words);
@@ -74,9 +73,8 @@ class GpuProblem {
   KernelOutput fetch();
 
   // Bytes resident in device memory for one call: inputs, outputs, and for tilemix the routing
-  // metadata plus (quantize_once with an INT8 tile) the Q8/K8 codes and scales, (smooth_k) Ks,
-  // kbar, its block sums and qkbar, and (pv fp8 / routed) V8 and its scales; as allocated or as the
-  // driver measured the allocations.
+  // metadata plus the scratch of its passes (gpu::prefill_passes); as allocated or as the driver
+  // measured the allocations.
   int64_t resident_bytes(bool tilemix, const Numerics& numerics,
                          gpu::MemoryCount how = gpu::MemoryCount::allocated) const;
 
@@ -87,13 +85,9 @@ class GpuProblem {
  private:
   void poison_outputs();
   void allocate_value_codes();  // v8_ and v_scale_, at the first call with pv fp8 or routed
-  // The numerics a launch of the routing set runs: pv routed without an INT8-routed tile takes
-  // FP8 P V nowhere, so it runs as FP16 P V (that kernel on the same mainloop, no V8),
-  // bit-identical with it.
-  Numerics launched(const Numerics& numerics) const {
-    Numerics out = numerics;
-    if (out.pv == PvPrecision::routed && !any_int8_) out.pv = PvPrecision::fp16;
-    return out;
+  // The passes a tilemix call asking for `numerics` runs with the routing set.
+  gpu::PrefillPasses tilemix_passes(const Numerics& numerics) const {
+    return gpu::prefill_passes(numerics, mainloop_, {any_int8_, routes_on_gpu()});
   }
 
   // Layout adaptive's word builder for one plan: its schedule and scratch on the device, and the

@@ -17,6 +17,7 @@
 #include "apps/common/gpu_problem.hpp"
 #include "tests/reference/attention_fixtures.hpp"
 #include "tilemix/attention.hpp"
+#include "tilemix/prefill_passes.hpp"
 
 using namespace tilemix;
 using namespace tilemix::app;
@@ -414,7 +415,8 @@ TEST_CASE("FP8 P V (pv fp8 and routed) follows the emulator on the warp-speciali
         Numerics on_the_fly = n;
         on_the_fly.mode = QuantMode::on_the_fly;
         CHECK(identical(got, gpu.tilemix(plan, on_the_fly)));
-        const bool any_fp8 = pv == PvPrecision::fp8 || gpu::any_int8_route(plan.words);
+        const gpu::PrefillWords words{gpu::any_int8_route(plan.words), false};
+        const bool any_fp8 = gpu::prefill_passes(n, PrefillMainloop::automatic, words).quantize_values_fp8;
         if (any_fp8 && s.total_k() > 0) {
           // The FP8 products ran: the output is nearer FP8's emulator than FP16 P V's.
           Numerics fp16_pv = n;

@@ -1,9 +1,7 @@
 #pragma once
 // Plain C++ API of the prefill kernels (no CUDA types): the routed `tilemix` kernel, the
 // `flash_fp16` baseline and the Q/K quantization kernels. Pointers are device pointers.
-#include <algorithm>
 #include <cstdint>
-#include <vector>
 
 #include "core/choices/prefill.hpp"
 #include "core/problem.hpp"
@@ -87,14 +85,7 @@ void quantize_qk(const PrefillParams& p, void* stream);  // writes q8/k8/scales 
 void smooth_keys(const PrefillParams& p, void* stream);
 // pv fp8 / routed: v8 and v_scale (v, v8 and cu_seqlens 16-byte aligned as cudaMalloc leaves them).
 void quantize_values_fp8(const PrefillParams& p, void* stream);
-void tilemix_prefill(const PrefillParams& p, void* stream);  // quantize_once needs quantize_qk first
+void tilemix_prefill(const PrefillParams& p, void* stream);  // after the passes of prefill_passes.hpp
 void flash_fp16_prefill(const PrefillParams& p, void* stream);
-
-// True when some word routes a group to INT8. Only then does quantize_once need quantize_qk and
-// the q8/k8/scale scratch (tilemix_prefill reads them for INT8 tiles alone); without an INT8
-// route a caller skips quantization entirely and may leave those pointers null.
-inline bool any_int8_route(const std::vector<uint64_t>& words) {
-  return std::any_of(words.begin(), words.end(), [](uint64_t w) { return w != 0; });
-}
 
 }  // namespace tilemix::gpu

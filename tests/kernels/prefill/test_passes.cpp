@@ -1,0 +1,119 @@
+// The passes of a routed prefill call (kernels/include/tilemix/prefill_passes.hpp): which ones run
+// for which numerics and routing words, what tilemix_prefill then runs, and which scratch they need.
+#include <catch2/catch.hpp>
+
+#include "tilemix/prefill_passes.hpp"
+
+using namespace tilemix;
+using gpu::PrefillPasses;
+using gpu::PrefillWords;
+
+namespace {
+
+constexpr PrefillWords kInt8{true, false};
+constexpr PrefillWords kFp16Only{false, false};
+
+Numerics numerics_of(QuantMode mode, PvPrecision pv, bool smooth_k = false) {
+  Numerics n;
+  n.mode = mode;
+  n.pv = pv;
+  n.smooth_k = smooth_k;
+  return n;
+}
+
+PrefillPasses passes_of(const Numerics& n, const PrefillWords& words,
+                        PrefillMainloop mainloop = PrefillMainloop::automatic) {
+  return gpu::prefill_passes(n, mainloop, words);
+}
+
+}  // namespace
+
+TEST_CASE("any_int8_route: some word with a set bit", "[passes]") {
+  CHECK_FALSE(gpu::any_int8_route({}));
+  CHECK_FALSE(gpu::any_int8_route({0, 0, 0}));
+  CHECK(gpu::any_int8_route({0, uint64_t{1} << 63, 0}));
+}
+
+TEST_CASE("quantize_qk runs for quantize_once with an INT8 route alone", "[passes]") {
+  const PrefillPasses once = passes_of(numerics_of(QuantMode::quantize_once, PvPrecision::fp16), kInt8);
+  CHECK(once.quantize_qk);
+  CHECK(once.k_block_offsets());
+  CHECK_FALSE(once.smooth_keys);
+  CHECK_FALSE(once.quantize_values_fp8);
+  CHECK_FALSE(once.adaptive_words);
+
+  const PrefillPasses fp16_words = passes_of(numerics_of(QuantMode::quantize_once, PvPrecision::fp16), kFp16Only);
+  CHECK_FALSE(fp16_words.quantize_qk);
+  CHECK_FALSE(fp16_words.k_block_offsets());
+
+  const PrefillPasses otf = passes_of(numerics_of(QuantMode::on_the_fly, PvPrecision::fp16), kInt8);
+  CHECK_FALSE(otf.quantize_qk);
+  CHECK_FALSE(otf.k_block_offsets());
+}
+
+TEST_CASE("smooth_keys runs with smooth_k in either mode, with or without an INT8 route", "[passes]") {
+  for (const QuantMode mode : {QuantMode::quantize_once, QuantMode::on_the_fly}) {
+    for (const PrefillWords& words : {kInt8, kFp16Only}) {
+      INFO("mode " << to_string(mode) << " any_int8 " << words.any_int8);
+      const PrefillPasses smooth = passes_of(numerics_of(mode, PvPrecision::fp16, true), words);
+      CHECK(smooth.smooth_keys);
+      CHECK(smooth.numerics.smooth_k);
+      // Its block sums take the K blocks, also where quantize_qk does not run.
+      CHECK(smooth.k_block_offsets());
+      CHECK(smooth.quantize_qk == (mode == QuantMode::quantize_once && words.any_int8));
+      CHECK_FALSE(passes_of(numerics_of(mode, PvPrecision::fp16), words).smooth_keys);
+    }
+  }
+}
+
+TEST_CASE("pv fp8 codes V whatever the words; pv routed only with an INT8 route", "[passes]") {
+  for (const PrefillWords& words : {kInt8, kFp16Only}) {
+    INFO("any_int8 " << words.any_int8);
+    const PrefillPasses fp8 = passes_of(numerics_of(QuantMode::on_the_fly, PvPrecision::fp8), words);
+    CHECK(fp8.quantize_values_fp8);
+    CHECK(fp8.k_block_offsets());
+    CHECK(fp8.numerics.pv == PvPrecision::fp8);
+    CHECK(fp8.mainloop == PrefillMainloop::warp_specialized);
+    CHECK_FALSE(passes_of(numerics_of(QuantMode::on_the_fly, PvPrecision::fp16), words).quantize_values_fp8);
+  }
+  const PrefillPasses routed = passes_of(numerics_of(QuantMode::on_the_fly, PvPrecision::routed), kInt8);
+  CHECK(routed.quantize_values_fp8);
+  CHECK(routed.k_block_offsets());
+  CHECK(routed.numerics.pv == PvPrecision::routed);
+  CHECK(routed.mainloop == PrefillMainloop::warp_specialized);
+}
+
+TEST_CASE("pv routed without an INT8 route runs as pv fp16 on FP8 P V's mainloop", "[passes]") {
+  Numerics asked = numerics_of(QuantMode::quantize_once, PvPrecision::routed);
+  asked.state = StatePrecision::fp16;
+  const PrefillPasses p = passes_of(asked, kFp16Only);
+  CHECK_FALSE(p.quantize_values_fp8);
+  CHECK_FALSE(p.quantize_qk);
+  CHECK_FALSE(p.k_block_offsets());
+  CHECK(p.numerics.pv == PvPrecision::fp16);
+  // The rest of the numerics as asked.
+  CHECK(p.numerics.state == StatePrecision::fp16);
+  CHECK(p.numerics.mode == QuantMode::quantize_once);
+  // automatic takes the mainloop of the FP8 kernel; a mainloop asked for by name stays.
+  CHECK(p.mainloop == PrefillMainloop::warp_specialized);
+  CHECK(passes_of(asked, kFp16Only, PrefillMainloop::wgmma).mainloop == PrefillMainloop::wgmma);
+}
+
+TEST_CASE("pv fp16 keeps the mainloop asked for", "[passes]") {
+  const Numerics n = numerics_of(QuantMode::quantize_once, PvPrecision::fp16);
+  for (const PrefillMainloop m :
+       {PrefillMainloop::automatic, PrefillMainloop::wgmma, PrefillMainloop::warp_specialized}) {
+    INFO("mainloop " << to_string(m));
+    const PrefillPasses p = passes_of(n, kInt8, m);
+    CHECK(p.mainloop == m);
+    CHECK(p.numerics.pv == PvPrecision::fp16);
+  }
+}
+
+TEST_CASE("adaptive_words runs where the words are built on the GPU", "[passes]") {
+  const Numerics n = numerics_of(QuantMode::quantize_once, PvPrecision::fp16);
+  const PrefillPasses adaptive = passes_of(n, PrefillWords{true, true});
+  CHECK(adaptive.adaptive_words);
+  CHECK(adaptive.quantize_qk);
+  CHECK_FALSE(passes_of(n, kInt8).adaptive_words);
+}
