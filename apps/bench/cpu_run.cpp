@@ -4,8 +4,8 @@
 #include <map>
 #include <optional>
 
+#include "apps/bench/progress.hpp"
 #include "apps/common/prepared_case.hpp"
-#include "apps/common/progress.hpp"
 #include "apps/common/table_columns.hpp"
 #include "core/metrics.hpp"
 #include "core/routing/layout.hpp"

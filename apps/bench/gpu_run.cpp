@@ -9,10 +9,10 @@
 #include <optional>
 #include <stdexcept>
 
+#include "apps/bench/progress.hpp"
 #include "apps/bench/sweep.hpp"
 #include "apps/common/gpu_problem.hpp"
 #include "apps/common/prepared_case.hpp"
-#include "apps/common/progress.hpp"
 #include "apps/common/table_columns.hpp"
 #include "core/metrics.hpp"
 #include "core/routing/layout.hpp"

@@ -3,8 +3,8 @@
 #include <fmt/core.h>
 #include <fmt/format.h>
 
+#include "apps/bench/shard_merge.hpp"
 #include "apps/common/app_main.hpp"
-#include "apps/common/shard_merge.hpp"
 #include "core/report/table.hpp"
 
 namespace tilemix::app {

@@ -1,6 +1,6 @@
 #pragma once
 // `tilemix-bench merge OUT IN...`: joins the JSON outputs of a sweep's shards (--shard K/N) into
-// OUT, as the unsharded run would have written it (apps/common/shard_merge.hpp).
+// OUT, as the unsharded run would have written it (apps/bench/shard_merge.hpp).
 #include <string>
 #include <vector>
 

@@ -10,10 +10,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "apps/bench/progress.hpp"
 #include "apps/bench/sweep.hpp"
 #include "apps/common/gpu_problem.hpp"
 #include "apps/common/prepared_case.hpp"
-#include "apps/common/progress.hpp"
 #include "apps/common/table_columns.hpp"
 #include "reference/emulator.hpp"
 #include "reference/exact.hpp"

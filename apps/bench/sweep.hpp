@@ -1,12 +1,12 @@
 #pragma once
 // What every GPU sweep of tilemix-bench shares: dealing the groups of cases that share device
-// data (apps/common/case_groups.hpp) to devices (one thread per device), collecting rows, and
+// data (apps/bench/case_groups.hpp) to devices (one thread per device), collecting rows, and
 // timing options.
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "apps/common/case_groups.hpp"
+#include "apps/bench/case_groups.hpp"
 #include "core/config/experiment.hpp"
 #include "core/report/table.hpp"
 #include "tilemix/timing.hpp"

@@ -1,4 +1,4 @@
-#include "apps/common/case_groups.hpp"
+#include "apps/bench/case_groups.hpp"
 
 #include <fmt/format.h>
 

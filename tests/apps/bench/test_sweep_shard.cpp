@@ -1,4 +1,4 @@
-// tilemix-bench --shard K/N (apps/common/sweep_shard.hpp): the slices of a sweep are whole groups
+// tilemix-bench --shard K/N (apps/bench/sweep_shard.hpp): the slices of a sweep are whole groups
 // of cases that share inputs, deterministic, disjoint, complete and balanced by work.
 #include <catch2/catch.hpp>
 
@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apps/common/case_groups.hpp"
-#include "apps/common/sweep_shard.hpp"
+#include "apps/bench/case_groups.hpp"
+#include "apps/bench/sweep_shard.hpp"
 #include "core/config/experiment.hpp"
 #include "core/error.hpp"
 

@@ -1,4 +1,4 @@
-#include "apps/common/progress.hpp"
+#include "apps/bench/progress.hpp"
 
 #include <fmt/core.h>
 #include <unistd.h>

@@ -1,11 +1,11 @@
-#include "apps/common/sweep_shard.hpp"
+#include "apps/bench/sweep_shard.hpp"
 
 #include <algorithm>
 #include <map>
 #include <numeric>
 #include <regex>
 
-#include "apps/common/case_groups.hpp"
+#include "apps/bench/case_groups.hpp"
 #include "core/error.hpp"
 #include "core/problem.hpp"
 

@@ -1,4 +1,4 @@
-// tilemix-bench merge (apps/common/shard_merge.hpp): the shards of a sweep join into the rows of
+// tilemix-bench merge (apps/bench/shard_merge.hpp): the shards of a sweep join into the rows of
 // the unsharded run, and everything that would make the join wrong is an error naming the files.
 // The last tests run the real executable: sharded CPU runs merged equal the unsharded run.
 #include <catch2/catch.hpp>
@@ -16,9 +16,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apps/common/case_groups.hpp"
-#include "apps/common/shard_merge.hpp"
-#include "apps/common/sweep_shard.hpp"
+#include "apps/bench/case_groups.hpp"
+#include "apps/bench/shard_merge.hpp"
+#include "apps/bench/sweep_shard.hpp"
 #include "apps/common/table_columns.hpp"
 #include "core/config/experiment.hpp"
 #include "core/error.hpp"

@@ -1,4 +1,4 @@
-#include "apps/common/shard_merge.hpp"
+#include "apps/bench/shard_merge.hpp"
 
 #include <fmt/format.h>
 
