@@ -74,7 +74,11 @@ class StagePipeline {
   __device__ __forceinline__ void acquire() const { mbarrier_wait(barrier(Barriers::kEmpty), parity_ ^ 1u); }
   // The barrier this pass's copies complete.
   __device__ __forceinline__ uint64_t* landing() const {
-    return barrier(kTransformed ? Barriers::kLoaded : Barriers::kFull);
+    if constexpr (kTransformed) {
+      return barrier(Barriers::kLoaded);
+    } else {
+      return barrier(Barriers::kFull);
+    }
   }
   // The producer's one arrival, announcing the bytes of the copies that complete on landing().
   __device__ __forceinline__ void commit(unsigned bytes) const { mbarrier_arrive_expect_tx(landing(), bytes); }

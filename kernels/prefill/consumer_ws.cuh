@@ -29,11 +29,11 @@
 
 namespace tilemix::gpu {
 
+// The consumers of one instance (Kernel: its KernelTraitsWs).
 template <class Kernel>
 struct ConsumerWs {
   using Cfg = typename Kernel::Cfg;
   using Storage = typename Kernel::Storage;
-  static constexpr ScorePaths kPaths = Kernel::kPaths;
   static constexpr PvPaths kPv = Kernel::kPv;
   static constexpr bool kRouted = Kernel::kRouted, kOnTheFly = Kernel::kOnTheFly, kFp8Pv = Kernel::kFp8Pv;
   static constexpr bool kUniformSteps = Kernel::kUniformSteps, kHalfAccum = Kernel::kHalfAccum;
@@ -41,8 +41,8 @@ struct ConsumerWs {
   static constexpr int kHalfN = Kernel::kHalfN;
   using Softmax = OnlineSoftmax<Cfg::kRowSlices, Cfg::kKeyFrags>;
   using Scores = float[Cfg::kRowSlices][Cfg::kKeyFrags][4];
-  using KRing = typename Storage::KPipeline;
-  using VRing = typename Storage::VPipeline;
+  using KPipeline = typename Storage::KPipeline;
+  using VPipeline = typename Storage::VPipeline;
   // Whether a step's P V runs under the next step's scores. FP8 P V does at d = 64, and at d = 128
   // with pv fp8 where a step's halves share one score path (uniform steps); elsewhere its products
   // are waited for before the next step's scores: in flight beside those, the FP8 sums (32
@@ -106,7 +106,6 @@ struct ConsumerWs {
         auto& acc_o = o.wgmma_registers();
 
         q_ring.wait();
-        q_ring.advance();
         float q_factor = 0.0f;  // scale_q * scale_log2 (the query tile is one Q scale block)
         if (kTileRouted && routing.any_int8) {
           const float q_scale =
@@ -129,7 +128,7 @@ struct ConsumerWs {
         float k_scale[2] = {0.0f, 0.0f};
         float scale[2] = {0.0f, 0.0f};  // the step's score scale per half
         // Step n's routes, and its K stage landed (with the INT8 halves' K scales).
-        const auto await_k = [&](int n, const KRing& at) {
+        const auto await_k = [&](int n, const KPipeline& at) {
           step.template next<kTileRouted>(routes, blk, n);
           at.wait();
           if (kTileRouted) {
@@ -137,7 +136,7 @@ struct ConsumerWs {
             if (step.int8[1]) k_scale[1] = *Storage::k_scale(smem, at.stage(), 1);
           }
         };
-        const auto issue_scores = [&](const KRing& at, uint32_t (&lo)[32], uint32_t (&hi)[32]) {
+        const auto issue_scores = [&](const KPipeline& at, uint32_t (&lo)[32], uint32_t (&hi)[32]) {
           const uint32_t k_base = base + Storage::k(at.stage()), k8_base = base + Storage::k8(at.stage());
           if constexpr (kUniformSteps) {
             // A missing second half reads a stale stage: scores the mask sets to -inf.
@@ -162,7 +161,7 @@ struct ConsumerWs {
             }
           }
         };
-        const auto finish_scores = [&](int n, const KRing& at, uint32_t (&lo)[32], uint32_t (&hi)[32], Scores& s) {
+        const auto finish_scores = [&](int n, const KPipeline& at, uint32_t (&lo)[32], uint32_t (&hi)[32], Scores& s) {
           float (&x)[64] = reinterpret_cast<float(&)[64]>(s);
           wgmma_fence_operands(lo);
           wgmma_fence_operands(hi);
@@ -240,7 +239,7 @@ struct ConsumerWs {
         // Step n's V stage landed, with the rows past the keys of a partial last step zeroed where
         // an FP16 half reads them (a partial first half has no second one, so the rows to the
         // stage's end are all the partial half's or unused; an FP8 half's V8 is zero there).
-        const auto await_v = [&](int n, const VRing& at) {
+        const auto await_v = [&](int n, const VPipeline& at) {
           at.wait();
           if constexpr (kPv != PvPaths::fp8) {
             if (n == last && last_valid < Cfg::kBlockN && !(fp8_group >> (last_valid / kHalfN) & 1u)) {
@@ -253,7 +252,7 @@ struct ConsumerWs {
         // kFp8Pv: with pv routed the FP16 halves into O (each waited for where P V is not in
         // flight), then the FP8 group's sums of the first 64 channels (finish_pv folds them and
         // takes the other channels).
-        const auto issue_pv = [&](const VRing& at) {
+        const auto issue_pv = [&](const VPipeline& at) {
           const uint32_t stage = base + Storage::v(at.stage());
           if constexpr (kPv == PvPaths::fp16) {
             wgmma_pv_k128<D>(acc_o, a, sw128_desc_mn(stage, Storage::kBlockBytes));
@@ -279,7 +278,7 @@ struct ConsumerWs {
         // P V of a step landed: kFp8Pv folds the FP8 group's sums into O, 64 channels at a time,
         // each further block's sums issued once the block before is folded (before the V stage,
         // which holds their scales, goes back to the producer).
-        const auto finish_pv = [&](const VRing& at) {
+        const auto finish_pv = [&](const VPipeline& at) {
           wgmma_fence_operands(acc_o);
           if constexpr (kFp8Pv) {
             if (fp8_group) {
@@ -359,6 +358,7 @@ struct ConsumerWs {
         } else if (lane == 0) {
           q_ring.release();
         }
+        q_ring.advance();
         Epilogue::store_direct(p, blk, softmax, o, warp, lane);
       };
       // The two-product instance keeps one body: a second made ptxas spill 120 bytes.

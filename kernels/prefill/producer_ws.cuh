@@ -15,12 +15,14 @@
 
 namespace tilemix::gpu {
 
+// The producer of one instance (Kernel: its KernelTraitsWs): run() walks the CTA's work tiles,
+// copy_k and copy_v issue a step's copies.
 template <class Kernel>
 struct ProducerWs {
-  using Cfg = typename Kernel::Cfg;
-  using Storage = typename Kernel::Storage;
   static constexpr int D = Kernel::D;
   static constexpr int kHalfN = Kernel::kHalfN;
+  using Cfg = typename Kernel::Cfg;
+  using Storage = typename Kernel::Storage;
 
   __device__ __forceinline__ static void run(const KernelParamsWs& w, char* smem) {
     const KernelParams& p = w.p;

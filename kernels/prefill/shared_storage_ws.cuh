@@ -2,19 +2,19 @@
 // The shared memory of one CTA of the warp-specialized prefill kernel: every buffer's offset from
 // the base (aligned to 1024 bytes at run time: the swizzles' address bits), in this order:
 //
-//   buffer      what it holds                                              instances
-//   Q           d / 64 blocks of 64 channels: 128 rows of 128 bytes each  all
-//   Q8          128 rows of d bytes                                        routed
-//   K stages    kKStages x d / 64 blocks of a step's 128 keys (128 bytes)  all
-//   V stages    kVStages x the same                                        all
-//   K8 stages   kKStages x two halves of 64 rows of d bytes                on_the_fly
-//   barriers    mbarriers (8 bytes): K full, K empty [kKStages], V full,   all
+//   buffer      what it holds                                               present in
+//   Q           d / 64 blocks of 64 channels: 128 rows of 128 bytes          all
+//   Q8          128 rows of d bytes                                          routed
+//   K stages    kKStages x d / 64 blocks of a step's 128 keys (128 bytes)    all
+//   V stages    kVStages x the same                                          all
+//   K8 stages   kKStages x two halves of 64 rows of d bytes                  on_the_fly
+//   barriers    mbarriers (8 bytes): K full, K empty [kKStages], V full,     all
 //               V empty [kVStages], K loaded [kKStages], Q full, Q empty,
 //               Q loaded
-//   K scales    floats [kKStages][2]: a K stage's two halves               all
-//   Q scale     one float                                                  all
-//   V scales    floats [kVStages][d], 16-byte aligned (bulk copies)        FP8 P V
-//   scratch     one float per quantizer warp                               all
+//   K scales    floats [kKStages][2]: a K stage's two halves                 all
+//   Q scale     one float                                                    all
+//   V scales    floats [kVStages][d], 16-byte aligned (bulk copies)          FP8 P V
+//   scratch     one float per quantizer warp                                 all
 //
 // Every block of Q, Q8, K, V and K8 is a multiple of 1024 bytes, so each starts 1024-byte
 // aligned. An INT8-routed half h of a K stage holds its 64 K8 rows (d bytes each) from byte
@@ -25,10 +25,9 @@
 // An FP8 P V half holds its V8 box (d rows of 64 keys, 64-byte swizzle) from byte h * kHalfBytes
 // of its V stage instead of V's rows, and the step's d V scales (one scale block of 128 keys) are
 // in its V scales.
-// Each K and V stage has a full and an empty barrier, and Q has its pair (StagePipeline); the
-// `loaded` barriers are on_the_fly's (the copy landed, the quantizers may read it), kept and
-// initialized in every instance like the scales and the scratch, so that the offsets are those of
-// every instance.
+// Each K and V stage has a full and an empty barrier, and Q has its pair (StagePipeline). The
+// `loaded` barriers (the copy landed, the quantizers may read it), the Q scale and the scratch
+// serve on_the_fly alone and the K scales tilemix alone, but every instance lays them out.
 #include <cstdint>
 
 #include "kernels/common/mma.cuh"
@@ -102,7 +101,7 @@ struct SharedStorageWs {
     static constexpr bool kTransformed = kOnTheFly;
   };
   struct VBarriers {
-    static constexpr int kFull = kVFull, kEmpty = kVEmpty, kLoaded = 0;
+    static constexpr int kFull = kVFull, kEmpty = kVEmpty;
     static constexpr bool kTransformed = false;
   };
   struct QBarriers {
