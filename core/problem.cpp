@@ -7,18 +7,6 @@
 
 namespace tilemix {
 
-const char* to_string(StatePrecision p) { return p == StatePrecision::fp32 ? "fp32" : "fp16"; }
-const char* to_string(AccumPrecision p) { return p == AccumPrecision::fp32 ? "fp32" : "fp16"; }
-const char* to_string(QuantMode m) { return m == QuantMode::quantize_once ? "quantize_once" : "on_the_fly"; }
-const char* to_string(PvPrecision p) {
-  switch (p) {
-    case PvPrecision::fp16: return "fp16";
-    case PvPrecision::fp8: return "fp8";
-    case PvPrecision::routed: return "routed";
-  }
-  return "?";
-}
-
 std::vector<int64_t> prefix_sums(const std::vector<int64_t>& lengths) {
   std::vector<int64_t> cu(lengths.size() + 1, 0);
   for (size_t i = 0; i < lengths.size(); ++i) cu[i + 1] = cu[i] + lengths[i];

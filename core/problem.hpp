@@ -4,14 +4,31 @@
 #include <string>
 #include <vector>
 
+#include "core/enum_names.hpp"
+
 namespace tilemix {
 
 enum class StatePrecision { fp32, fp16 };  // online-softmax state (m, l, O)
+inline constexpr EnumName<StatePrecision> kStatePrecisionNames[] = {{StatePrecision::fp32, "fp32"},
+                                                                    {StatePrecision::fp16, "fp16"}};
+inline const char* to_string(StatePrecision p) { return enum_name(kStatePrecisionNames, p); }
+
 enum class AccumPrecision { fp32, fp16 };  // PV product accumulation
+inline constexpr EnumName<AccumPrecision> kAccumPrecisionNames[] = {{AccumPrecision::fp32, "fp32"},
+                                                                    {AccumPrecision::fp16, "fp16"}};
+inline const char* to_string(AccumPrecision p) { return enum_name(kAccumPrecisionNames, p); }
+
 enum class QuantMode { quantize_once, on_the_fly };
+inline constexpr EnumName<QuantMode> kQuantModeNames[] = {{QuantMode::quantize_once, "quantize_once"},
+                                                          {QuantMode::on_the_fly, "on_the_fly"}};
+inline const char* to_string(QuantMode m) { return enum_name(kQuantModeNames, m); }
+
 // Precision of the P V product (SPEC 5 `pv`): FP16 on every tile, FP8 E4M3 on every tile, or FP8 on
 // the INT8-routed tiles and FP16 on the others.
 enum class PvPrecision { fp16, fp8, routed };
+inline constexpr EnumName<PvPrecision> kPvPrecisionNames[] = {
+    {PvPrecision::fp16, "fp16"}, {PvPrecision::fp8, "fp8"}, {PvPrecision::routed, "routed"}};
+inline const char* to_string(PvPrecision p) { return enum_name(kPvPrecisionNames, p); }
 
 // Numerics of one attention call. The kernel, the emulator and the check share this description.
 struct Numerics {
@@ -32,11 +49,6 @@ struct Numerics {
     return pv == PvPrecision::fp8 || (pv == PvPrecision::routed && int8_route);
   }
 };
-
-const char* to_string(StatePrecision p);
-const char* to_string(AccumPrecision p);
-const char* to_string(QuantMode m);
-const char* to_string(PvPrecision p);
 
 // Q: [total_q, hq, d], K/V: [total_k, hk, d], FP16 row-major, packed over sequences.
 struct AttentionShape {

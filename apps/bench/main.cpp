@@ -31,7 +31,7 @@ namespace {
 
 void print_list() {
   fmt::print("methods, by the kind of case they run (* runs when a config lists no methods):\n");
-  for (const CaseKind kind : all_case_kinds()) {
+  for (const CaseKind kind : enum_values(kCaseKindNames)) {
     const char* name = to_string(kind);
     switch (kind) {
       case CaseKind::prefill:
@@ -51,7 +51,7 @@ void print_list() {
     }
   }
   fmt::print("layouts:\n");
-  for (LayoutKind k : all_layouts()) fmt::print("  {:<13} {}\n", to_string(k), layout_description(k));
+  for (LayoutKind k : enum_values(kLayoutNames)) fmt::print("  {:<13} {}\n", to_string(k), layout_description(k));
   fmt::print("devices:\n");
   std::string why;
   const int n = gpu::device_count(&why);

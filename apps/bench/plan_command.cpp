@@ -61,7 +61,7 @@ CLI::App* add_plan_command(CLI::App& cli, PlanOptions& o) {
 }
 
 int run_plan_command(const PlanOptions& o) {
-  const auto layout = parse_layout(o.layout);
+  const auto layout = parse_enum(kLayoutNames, o.layout);
   if (!layout) throw InputError("--layout", "unknown layout '" + o.layout + "' (see tilemix-bench --list)");
   if (o.lq < 0) throw InputError("--lq", "must be >= 0");
   if (o.lk < 0) throw InputError("--lk", "must be >= 0");

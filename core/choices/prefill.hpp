@@ -1,6 +1,8 @@
 #pragma once
 // The prefill kernels' run-time choice of mainloop, as configs, apps and the dispatcher name it
-// (plain C++, no dependencies: core/config reads it from configs).
+// (plain C++: core/config reads it from configs).
+#include "core/enum_names.hpp"
+
 namespace tilemix {
 
 // Which mainloop a prefill call runs: wgmma (prefill v2, d = 128 with fp32 accumulation: two CTAs
@@ -11,6 +13,11 @@ namespace tilemix {
 // its quantize_once's time where those kernels' takes 1.4-1.8x (docs/perf/prefill.md). wgmma at
 // d = 64 or with fp16 accumulation also runs the mma.sync kernel.
 enum class PrefillMainloop { automatic, wgmma, warp_specialized };
+inline constexpr EnumName<PrefillMainloop> kPrefillMainloopNames[] = {
+    {PrefillMainloop::automatic, "auto"},
+    {PrefillMainloop::wgmma, "wgmma"},
+    {PrefillMainloop::warp_specialized, "warp_specialized"}};
+inline const char* to_string(PrefillMainloop m) { return enum_name(kPrefillMainloopNames, m); }
 
 // What a mainloop's numerics add to Numerics, for the emulator of its calls (EmulatorOptions):
 // key tiles per online-softmax step, and whether the score scale is folded into the exponent
@@ -19,14 +26,5 @@ struct PrefillEmulation {
   int softmax_tiles = 1;
   bool fused_score_scale = false;
 };
-
-inline const char* to_string(PrefillMainloop m) {
-  switch (m) {
-    case PrefillMainloop::automatic: return "auto";
-    case PrefillMainloop::wgmma: return "wgmma";
-    case PrefillMainloop::warp_specialized: return "warp_specialized";
-  }
-  return "?";
-}
 
 }  // namespace tilemix

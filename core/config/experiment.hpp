@@ -36,13 +36,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/choices/prefill.hpp"
 #include "core/config/method.hpp"
 #include "core/decode/decode_case.hpp"
 #include "core/inputs/inputs.hpp"
 #include "core/metrics.hpp"
 #include "core/problem.hpp"
 #include "core/routing/plan.hpp"
-#include "core/choices/prefill.hpp"
 
 namespace tilemix {
 

@@ -26,13 +26,13 @@ std::string describe(const nlohmann::json& v) {
   return "object " + text;
 }
 
-std::string join(const std::vector<std::string>& items) {
+}  // namespace
+
+std::string comma_list(const std::vector<std::string>& items) {
   std::string out;
   for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
   return out;
 }
-
-}  // namespace
 
 void json_type_error(const std::string& where, const char* expected, const nlohmann::json& got) {
   throw InputError(where, std::string("expected ") + expected + ", got " + describe(got));
@@ -108,7 +108,7 @@ std::optional<std::string> JsonObjectReader::string(const std::string& key) {
 std::optional<std::string> JsonObjectReader::choice(const std::string& key, const std::vector<std::string>& allowed) {
   auto s = string(key);
   if (s && std::find(allowed.begin(), allowed.end(), *s) == allowed.end()) {
-    throw InputError(where(key), "unknown " + key + " '" + *s + "' (expected one of: " + join(allowed) + ")");
+    throw InputError(where(key), "unknown " + key + " '" + *s + "' (expected one of: " + comma_list(allowed) + ")");
   }
   return s;
 }
@@ -142,7 +142,7 @@ void JsonObjectReader::finish() const {
   for (const auto& item : obj_->items()) {
     if (used_.count(item.key())) continue;
     std::string msg = "unknown key '" + item.key() + "'";
-    if (!asked_.empty()) msg += " (expected one of: " + join(asked_) + ")";
+    if (!asked_.empty()) msg += " (expected one of: " + comma_list(asked_) + ")";
     throw InputError(where(item.key()), msg);
   }
 }

@@ -46,6 +46,9 @@ class JsonObjectReader {
   mutable std::vector<std::string> asked_;  // in the order asked, for the list of accepted keys
 };
 
+// "a, b, c": how errors list the names a value may take.
+std::string comma_list(const std::vector<std::string>& items);
+
 [[noreturn]] void json_type_error(const std::string& where, const char* expected, const nlohmann::json& got);
 
 // Configs and words files nest a few levels; deeper text is refused before it is parsed, so that no

@@ -5,14 +5,6 @@
 namespace tilemix {
 namespace {
 
-struct CaseKindInfo {
-  CaseKind kind;
-  const char* name;
-};
-
-constexpr CaseKindInfo kCaseKinds[] = {
-    {CaseKind::prefill, "prefill"}, {CaseKind::decode, "decode"}, {CaseKind::model, "model"}};
-
 constexpr unsigned bit(CaseKind k) { return 1u << static_cast<unsigned>(k); }
 constexpr unsigned kPrefill = bit(CaseKind::prefill), kDecode = bit(CaseKind::decode), kModel = bit(CaseKind::model);
 
@@ -21,7 +13,6 @@ enum class Selection { by_default, when_listed };
 
 struct MethodInfo {
   Method method;
-  const char* name;
   unsigned kinds;  // bits of the case kinds it runs
   Role role;
   Selection selection;
@@ -29,18 +20,18 @@ struct MethodInfo {
 };
 
 constexpr MethodInfo kMethods[] = {
-    {Method::tilemix, "tilemix", kPrefill | kDecode | kModel, Role::routed, Selection::by_default,
+    {Method::tilemix, kPrefill | kDecode | kModel, Role::routed, Selection::by_default,
      "FP16/INT8 tile-routed attention, each tile group on the path the case's layout gives it (decode: the INT8 KV "
      "cache)"},
-    {Method::flash_fp16, "flash_fp16", kPrefill | kModel, Role::baseline, Selection::by_default,
+    {Method::flash_fp16, kPrefill | kModel, Role::baseline, Selection::by_default,
      "FP16 flash attention, every tile FP16: the base of prefill speedups and deviations"},
-    {Method::torch_like, "torch_like", kPrefill, Role::baseline, Selection::when_listed,
+    {Method::torch_like, kPrefill, Role::baseline, Selection::when_listed,
      "unfused cuBLAS attention: S = QK^T GEMM, softmax, O = PV GEMM (out of memory when S does not fit)"},
-    {Method::cudnn_fp16, "cudnn_fp16", kPrefill, Role::baseline, Selection::when_listed,
+    {Method::cudnn_fp16, kPrefill, Role::baseline, Selection::when_listed,
      "cuDNN's fused SDPA forward, FP16 Q/K/V/O"},
-    {Method::cudnn_fp8, "cudnn_fp8", kPrefill, Role::baseline, Selection::when_listed,
+    {Method::cudnn_fp8, kPrefill, Role::baseline, Selection::when_listed,
      "cuDNN's fused SDPA forward, E4M3 Q/K/V/P/O with per-tensor scales"},
-    {Method::fp16_cache, "fp16_cache", kDecode, Role::baseline, Selection::by_default,
+    {Method::fp16_cache, kDecode, Role::baseline, Selection::by_default,
      "decode over the FP16 KV cache with the same kernel shape: the base of decode speedups"},
 };
 
@@ -61,47 +52,12 @@ std::vector<Method> methods_where(bool (*keep)(const MethodInfo&, CaseKind), Cas
 
 }  // namespace
 
-const char* to_string(CaseKind k) {
-  for (const auto& i : kCaseKinds) {
-    if (i.kind == k) return i.name;
-  }
-  throw std::logic_error("unknown CaseKind");
-}
-
-std::optional<CaseKind> parse_case_kind(const std::string& name) {
-  for (const auto& i : kCaseKinds) {
-    if (name == i.name) return i.kind;
-  }
-  return std::nullopt;
-}
-
-std::vector<CaseKind> all_case_kinds() {
-  std::vector<CaseKind> v;
-  for (const auto& i : kCaseKinds) v.push_back(i.kind);
-  return v;
-}
-
-const char* to_string(Method m) { return info(m).name; }
-
-std::optional<Method> parse_method(const std::string& name) {
-  for (const auto& i : kMethods) {
-    if (name == i.name) return i.method;
-  }
-  return std::nullopt;
-}
-
-std::vector<Method> all_methods() {
-  std::vector<Method> v;
-  for (const auto& i : kMethods) v.push_back(i.method);
-  return v;
-}
-
 bool runs(Method m, CaseKind kind) { return (info(m).kinds & bit(kind)) != 0; }
 
 std::vector<CaseKind> case_kinds(Method m) {
   std::vector<CaseKind> v;
-  for (const auto& k : kCaseKinds) {
-    if (runs(m, k.kind)) v.push_back(k.kind);
+  for (CaseKind k : enum_values(kCaseKindNames)) {
+    if (runs(m, k)) v.push_back(k);
   }
   return v;
 }

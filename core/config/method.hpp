@@ -4,23 +4,22 @@
 // and a line for --list. A config may list only methods that run every one of its cases; when it
 // lists none, the methods marked as defaults run. This applies to model cases as well, whose
 // reference model (not a method) always runs.
-#include <optional>
-#include <string>
 #include <vector>
+
+#include "core/enum_names.hpp"
 
 namespace tilemix {
 
-enum class CaseKind { prefill, decode, model };
-
-const char* to_string(CaseKind k);  // "prefill", "decode", "model": the cases' "kind"
-std::optional<CaseKind> parse_case_kind(const std::string& name);
-std::vector<CaseKind> all_case_kinds();
+enum class CaseKind { prefill, decode, model };  // a case's "kind"
+inline constexpr EnumName<CaseKind> kCaseKindNames[] = {
+    {CaseKind::prefill, "prefill"}, {CaseKind::decode, "decode"}, {CaseKind::model, "model"}};
+inline const char* to_string(CaseKind k) { return enum_name(kCaseKindNames, k); }
 
 enum class Method { tilemix, flash_fp16, torch_like, cudnn_fp16, cudnn_fp8, fp16_cache };
-
-const char* to_string(Method m);
-std::optional<Method> parse_method(const std::string& name);
-std::vector<Method> all_methods();
+inline constexpr EnumName<Method> kMethodNames[] = {
+    {Method::tilemix, "tilemix"},       {Method::flash_fp16, "flash_fp16"}, {Method::torch_like, "torch_like"},
+    {Method::cudnn_fp16, "cudnn_fp16"}, {Method::cudnn_fp8, "cudnn_fp8"},   {Method::fp16_cache, "fp16_cache"}};
+inline const char* to_string(Method m) { return enum_name(kMethodNames, m); }
 
 // True when `m` runs cases of `kind`.
 bool runs(Method m, CaseKind kind);

@@ -7,8 +7,6 @@
 
 namespace tilemix {
 
-const char* to_string(CacheKind k) { return k == CacheKind::int8 ? "int8" : "fp16"; }
-
 std::vector<std::vector<int64_t>> append_chunks(const DecodeShape& shape, int append_steps) {
   if (append_steps < 1) throw std::invalid_argument("append_chunks: append_steps must be >= 1");
   if (append_steps == 1) return {shape.cache_len};

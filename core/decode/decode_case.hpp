@@ -5,17 +5,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/choices/decode.hpp"
 #include "core/decode/decode_shape.hpp"
 #include "core/decode/kv_cache.hpp"
 #include "core/routing/plan.hpp"
-#include "core/choices/decode.hpp"
 
 namespace tilemix {
 
 struct CaseSpec;
-
-enum class CacheKind { int8, fp16 };
-const char* to_string(CacheKind k);
 
 struct DecodeCaseSpec {
   DecodeShape shape;  // validated

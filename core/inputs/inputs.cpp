@@ -138,15 +138,6 @@ void check_tensor(const std::vector<uint16_t>& x, int heads, int d, const std::s
 
 }  // namespace
 
-const char* to_string(InputKind k) {
-  switch (k) {
-    case InputKind::gaussian: return "gaussian";
-    case InputKind::llm_like: return "llm_like";
-    case InputKind::npy: return "npy";
-  }
-  return "?";
-}
-
 int max_outlier_channels(int d) { return std::max(0, d - 2 * kPositionalPairs); }
 
 void check_finite(const std::vector<uint16_t>& x, const std::string& what) {

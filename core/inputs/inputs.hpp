@@ -4,12 +4,15 @@
 #include <string>
 #include <vector>
 
+#include "core/enum_names.hpp"
 #include "core/problem.hpp"
 
 namespace tilemix {
 
 enum class InputKind { gaussian, llm_like, npy };
-const char* to_string(InputKind k);
+inline constexpr EnumName<InputKind> kInputKindNames[] = {
+    {InputKind::gaussian, "gaussian"}, {InputKind::llm_like, "llm_like"}, {InputKind::npy, "npy"}};
+inline const char* to_string(InputKind k) { return enum_name(kInputKindNames, k); }
 
 struct InputSpec {
   InputKind kind = InputKind::gaussian;

@@ -5,7 +5,6 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
-#include <utility>
 
 #include "core/error.hpp"
 #include "core/fp16.hpp"
@@ -24,17 +23,13 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-bool parse_descr(const std::string& descr, NpyDtype& out) {
-  static const std::pair<const char*, NpyDtype> known[] = {{"<f2", NpyDtype::f16}, {"<f4", NpyDtype::f32},
-                                                           {"<f8", NpyDtype::f64}, {"|i1", NpyDtype::i8},
-                                                           {"<i1", NpyDtype::i8},  {"<u8", NpyDtype::u64}};
-  for (const auto& [name, dtype] : known) {
-    if (descr == name) {
-      out = dtype;
-      return true;
-    }
+// "'<f2', '<f4', ...": the dtypes read, for errors.
+std::string supported_descrs() {
+  std::string text;
+  for (NpyDtype dtype : enum_values(kNpyDescrs)) {
+    text += std::string(text.empty() ? "'" : ", '") + npy_descr(dtype) + "'";
   }
-  return false;
+  return text;
 }
 
 // The header is a Python dict literal: {'descr': '<f2', 'fortran_order': False, 'shape': (4, 8), }
@@ -54,9 +49,11 @@ class HeaderParser {
       skip_space();
       if (key == "descr") {
         const std::string descr = quoted();
-        if (!parse_descr(descr, arr.dtype)) {
-          throw InputError(file_, "unsupported dtype '" + descr + "' (supported: '<f2', '<f4', '<f8', '|i1', '<u8')");
+        const std::optional<NpyDtype> dtype = parse_enum(kNpyDescrs, descr);
+        if (!dtype) {
+          throw InputError(file_, "unsupported dtype '" + descr + "' (supported: " + supported_descrs() + ")");
         }
+        arr.dtype = *dtype;
         have_descr = true;
       } else if (key == "fortran_order") {
         const std::string word = identifier();
@@ -150,17 +147,6 @@ uint64_t read_le(const unsigned char* p, int bytes) {
 }
 
 }  // namespace
-
-const char* npy_descr(NpyDtype dtype) {
-  switch (dtype) {
-    case NpyDtype::f16: return "<f2";
-    case NpyDtype::f32: return "<f4";
-    case NpyDtype::f64: return "<f8";
-    case NpyDtype::i8: return "|i1";
-    case NpyDtype::u64: return "<u8";
-  }
-  return "?";
-}
 
 size_t npy_item_size(NpyDtype dtype) {
   switch (dtype) {

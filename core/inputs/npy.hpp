@@ -5,9 +5,15 @@
 #include <string>
 #include <vector>
 
+#include "core/enum_names.hpp"
+
 namespace tilemix {
 
 enum class NpyDtype { f16, f32, f64, i8, u64 };
+// The dtypes as numpy writes them (a header's 'descr'); an INT8 array may also say '<i1'.
+inline constexpr EnumName<NpyDtype> kNpyDescrs[] = {{NpyDtype::f16, "<f2"}, {NpyDtype::f32, "<f4"},
+                                                    {NpyDtype::f64, "<f8"}, {NpyDtype::i8, "|i1"},
+                                                    {NpyDtype::i8, "<i1"},  {NpyDtype::u64, "<u8"}};
 
 struct NpyArray {
   NpyDtype dtype = NpyDtype::f32;
@@ -27,7 +33,7 @@ std::vector<uint16_t> read_npy_as_half(const std::string& path, const std::vecto
                                        const std::string& shape_names = "");
 
 // "<f2", "|i1", ...: the dtype as numpy writes it.
-const char* npy_descr(NpyDtype dtype);
+inline const char* npy_descr(NpyDtype dtype) { return enum_name(kNpyDescrs, dtype); }
 size_t npy_item_size(NpyDtype dtype);
 
 void write_npy(const std::string& path, NpyDtype dtype, const std::vector<int64_t>& shape, const void* data);

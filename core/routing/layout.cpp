@@ -15,26 +15,24 @@ namespace {
 
 struct LayoutInfo {
   LayoutKind kind;
-  const char* name;
   const char* description;
 };
 
 constexpr LayoutInfo kLayouts[] = {
-    {LayoutKind::zero, "zero", "every legal group FP16 (the full-precision reference)"},
-    {LayoutKind::one, "one", "every legal group INT8 (the uniform low-precision reference)"},
-    {LayoutKind::band, "band", "FP16 band of half-width w groups around the bottom-right aligned diagonal"},
-    {LayoutKind::global, "global", "the first G key groups (sink tokens) FP16 in every row"},
-    {LayoutKind::rowrand, "rowrand", "a seeded uniform random share fp16_fraction of each row's legal groups FP16"},
-    {LayoutKind::align_sparse, "align_sparse",
-     "the ceil(alpha + beta*m) right-most legal groups of query tile m FP16"},
-    {LayoutKind::bigbird, "bigbird", "band(w) + global(G) + rowrand(fp16_fraction) FP16, sizes chosen jointly"},
-    {LayoutKind::sptrans, "sptrans",
+    {LayoutKind::zero, "every legal group FP16 (the full-precision reference)"},
+    {LayoutKind::one, "every legal group INT8 (the uniform low-precision reference)"},
+    {LayoutKind::band, "FP16 band of half-width w groups around the bottom-right aligned diagonal"},
+    {LayoutKind::global, "the first G key groups (sink tokens) FP16 in every row"},
+    {LayoutKind::rowrand, "a seeded uniform random share fp16_fraction of each row's legal groups FP16"},
+    {LayoutKind::align_sparse, "the ceil(alpha + beta*m) right-most legal groups of query tile m FP16"},
+    {LayoutKind::bigbird, "band(w) + global(G) + rowrand(fp16_fraction) FP16, sizes chosen jointly"},
+    {LayoutKind::sptrans,
      "Sparse Transformer strides: each query's own stride of s keys and the last c keys of earlier strides "
      "(of every stride when not causal) FP16"},
-    {LayoutKind::adaptive, "adaptive",
+    {LayoutKind::adaptive,
      "from Q and K: per KV head and sequence the groups with the largest estimated attention-mass share times "
      "INT8 error, and every row's sink group, FP16"},
-    {LayoutKind::file, "file", "explicit per-KV-head words read from a JSON or .npy file"},
+    {LayoutKind::file, "explicit per-KV-head words read from a JSON or .npy file"},
 };
 
 const LayoutInfo& info(LayoutKind k) {
@@ -250,27 +248,12 @@ LayoutParams search_params(const SequenceTiling& t, LayoutKind layout, double ra
 
 }  // namespace
 
-const char* to_string(LayoutKind k) { return info(k).name; }
-
 const char* layout_description(LayoutKind k) { return info(k).description; }
-
-std::optional<LayoutKind> parse_layout(const std::string& name) {
-  for (const auto& l : kLayouts) {
-    if (name == l.name) return l.kind;
-  }
-  return std::nullopt;
-}
-
-std::vector<LayoutKind> all_layouts() {
-  std::vector<LayoutKind> v;
-  for (const auto& l : kLayouts) v.push_back(l.kind);
-  return v;
-}
 
 std::vector<LayoutKind> generated_layouts() {
   std::vector<LayoutKind> v;
-  for (const auto& l : kLayouts) {
-    if (l.kind != LayoutKind::adaptive && l.kind != LayoutKind::file) v.push_back(l.kind);
+  for (LayoutKind k : enum_values(kLayoutNames)) {
+    if (k != LayoutKind::adaptive && k != LayoutKind::file) v.push_back(k);
   }
   return v;
 }

@@ -5,21 +5,25 @@
 // ratio (first point wins ties, and grids are ordered from small to large parameters). `adaptive`
 // routes from Q and K instead (core/routing/layouts/adaptive.hpp), and `file` reads its words.
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/enum_names.hpp"
 #include "core/routing/coverage.hpp"
 #include "core/tiling.hpp"
 
 namespace tilemix {
 
 enum class LayoutKind { zero, one, band, global, rowrand, align_sparse, bigbird, sptrans, adaptive, file };
+// Every layout, `file` last.
+inline constexpr EnumName<LayoutKind> kLayoutNames[] = {
+    {LayoutKind::zero, "zero"},       {LayoutKind::one, "one"},         {LayoutKind::band, "band"},
+    {LayoutKind::global, "global"},   {LayoutKind::rowrand, "rowrand"}, {LayoutKind::align_sparse, "align_sparse"},
+    {LayoutKind::bigbird, "bigbird"}, {LayoutKind::sptrans, "sptrans"}, {LayoutKind::adaptive, "adaptive"},
+    {LayoutKind::file, "file"}};
+inline const char* to_string(LayoutKind k) { return enum_name(kLayoutNames, k); }
 
-const char* to_string(LayoutKind k);
-std::optional<LayoutKind> parse_layout(const std::string& name);
-std::vector<LayoutKind> all_layouts();        // every name, `file` last
 std::vector<LayoutKind> generated_layouts();  // every static layout, built from a template (not `adaptive`, `file`)
 
 // Named parameter values in a fixed order, printed and saved with results; `choices` name what a

@@ -156,7 +156,8 @@ TEST_CASE("bad npy files give errors naming the file", "[npy]") {
   SECTION("unsupported dtype") {
     write_all(dir.file("be.npy"),
               npy_bytes(1, "{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", bytes_of(v)));
-    CHECK_THROWS_WITH(read_npy(dir.file("be.npy")), Contains(dir.file("be.npy") + ": unsupported dtype '>f4'"));
+    CHECK_THROWS_WITH(read_npy(dir.file("be.npy")),
+                      dir.file("be.npy") + ": unsupported dtype '>f4' (supported: '<f2', '<f4', '<f8', '|i1', '<u8')");
   }
   SECTION("short and long data") {
     write_all(dir.file("s.npy"), npy_bytes(1, good_header, bytes_of(v).substr(0, 10)));
