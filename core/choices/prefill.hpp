@@ -6,12 +6,11 @@
 namespace tilemix {
 
 // Which mainloop a prefill call runs: wgmma (prefill v2, d = 128 with fp32 accumulation: two CTAs
-// of two warpgroups per SM, cp.async) or warp_specialized (prefill v3, every d, accumulation and
-// mode: a persistent CTA per SM, a TMA producer warpgroup and two consumer warpgroups, 128-key
-// steps). automatic takes wgmma at d = 128 with fp32 accumulation and the mma.sync kernel
-// otherwise: both modes must stay bit-identical on one kernel, and v3's on_the_fly takes 3-4.6x
-// its quantize_once's time where those kernels' takes 1.4-1.8x (docs/perf/prefill.md). wgmma at
-// d = 64 or with fp16 accumulation also runs the mma.sync kernel.
+// of two warpgroups per SM, cp.async; at d = 64 or with fp16 accumulation it runs the mma.sync
+// kernel) or warp_specialized (prefill v3, every d, accumulation and mode: a persistent CTA per
+// SM, a TMA producer warpgroup and two consumer warpgroups, 128-key steps). automatic takes the
+// faster of them for the call, as measured (gpu::tilemix_mainloop and gpu::flash_mainloop in
+// kernels/include/tilemix/attention.hpp).
 enum class PrefillMainloop { automatic, wgmma, warp_specialized };
 inline constexpr EnumName<PrefillMainloop> kPrefillMainloopNames[] = {
     {PrefillMainloop::automatic, "auto"},

@@ -155,8 +155,8 @@ void launch(const PrefillParams& p, void* stream, const std::string& context) {
   } else if (accum_half) {
     launch_prefill<128, kPaths, true>(k, shape, stream, context);
   } else {
-    // d = 128, fp32 P V accumulation: the wgmma (sm_90a) kernel, which automatic takes while the
-    // warp-specialized one does not serve every mode (choices.hpp).
+    // d = 128, fp32 P V accumulation: the wgmma (sm_90a) kernel (automatic takes it for on_the_fly:
+    // tilemix_mainloop).
     launch_prefill_sm90<kPaths>(k, shape, stream, context);
   }
 }
@@ -173,6 +173,7 @@ void tilemix_prefill(const PrefillParams& p, void* stream) {
   // Key smoothing leaves the kernel as it is: it reads Ks as its K (quantize_once: quantize_qk
   // coded Ks), and the LSE gets q . kbar back after it.
   PrefillParams routed = p;
+  routed.mainloop = tilemix_mainloop(p.mainloop, p.numerics);
   if (p.numerics.smooth_k) {
     require(p.k_smoothed && p.qkbar, context, "smooth_k needs k_smoothed and qkbar (written by smooth_keys)");
     routed.k = p.k_smoothed;
@@ -188,7 +189,9 @@ void tilemix_prefill(const PrefillParams& p, void* stream) {
 void flash_fp16_prefill(const PrefillParams& p, void* stream) {
   const std::string context = describe(p, "flash_fp16_prefill", false);
   if (!validate(p, context, false)) return;
-  launch<ScorePaths::fp16>(p, stream, context);
+  PrefillParams flash = p;
+  flash.mainloop = flash_mainloop(p.mainloop);
+  launch<ScorePaths::fp16>(flash, stream, context);
 }
 
 }  // namespace tilemix::gpu

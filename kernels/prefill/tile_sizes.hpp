@@ -119,8 +119,8 @@ struct PrefillConfigWs {
   static_assert(kBlockM == 64 * kConsumerWarpgroups, "a consumer warpgroup owns 64 rows");
 };
 
-// The emulation of a call on `mainloop` (automatic takes wgmma, choices.hpp): prefill v3 updates
-// the softmax once per step of two routing tiles and folds the scale into the exponent
+// The emulation of a call on a resolved `mainloop` (tilemix_mainloop, flash_mainloop): prefill v3
+// updates the softmax once per step of two routing tiles and folds the scale into the exponent
 // (OnlineSoftmax::update_fused), at every head dimension and accumulation it serves.
 inline PrefillEmulation emulation_of(PrefillMainloop mainloop) {
   if (mainloop != PrefillMainloop::warp_specialized) return {};

@@ -1,7 +1,7 @@
 // The prefill kernels against the emulator (tightly) and the exact reference, on fresh random
 // inputs: ragged lengths, varlen with length-1 and empty sequences, causal with Lq != Lk both
 // ways, GQA, d 64 and 128, every layout, both modes, both state and accumulation precisions, the
-// warp-specialized mainloop beside the default ones (against the emulator of its two-tile softmax
+// warp-specialized mainloop beside the older ones (against the emulator of its two-tile softmax
 // steps, at both head dimensions and accumulations), and key smoothing.
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -72,6 +72,7 @@ TEST_CASE("flash_fp16 and tilemix zero match the emulator", "[gpu][prefill]") {
       const AttentionShape s = make_shape(pr.hq, pr.hk, pr.d, pr.causal, pr.lq, pr.lk);
       const AttentionInputs in = seeded_inputs(s, 11, pr.input);
       GpuProblem gpu(s, in);
+      gpu.set_mainloop(PrefillMainloop::wgmma);  // the older kernels, whose steps are one tile
       const RoutingPlan plan = uniform_plan(s, gpu::tilemix_geometry(pr.d), false);
       const EmulatorResult emu = emulate(s, in, plan, numerics());
       const ExactResult exact = exact_attention(s, in);
@@ -107,6 +108,7 @@ TEST_CASE("tilemix matches the emulator for every layout, both modes bit-identic
     const AttentionInputs in = seeded_inputs(s, 23 + sh.d, sh.input);
     const ExactResult exact = exact_attention(s, in);
     GpuProblem gpu(s, in);
+    gpu.set_mainloop(PrefillMainloop::wgmma);  // the older kernels, whose steps are one tile
     for (LayoutKind layout : generated_layouts()) {
       const bool fixed = layout == LayoutKind::zero || layout == LayoutKind::one;
       for (double ratio : fixed ? std::vector<double>{0.0} : std::vector<double>{0.3, 0.7}) {
@@ -267,7 +269,7 @@ TEST_CASE("tilemix with smooth_k matches the smoothed emulator on both mainloops
     spec.k_channel_bias = 8.0f;
     const AttentionInputs in = make_inputs(s, spec);
     const ExactResult exact = exact_attention(s, in);
-    for (const PrefillMainloop mainloop : {PrefillMainloop::automatic, PrefillMainloop::warp_specialized}) {
+    for (const PrefillMainloop mainloop : {PrefillMainloop::wgmma, PrefillMainloop::warp_specialized}) {
       GpuProblem gpu(s, in);
       gpu.set_mainloop(mainloop);
       const PrefillEmulation emulation = gpu::prefill_emulation(mainloop);
@@ -304,6 +306,7 @@ TEST_CASE("fp16 state and fp16 accumulation follow the emulator", "[gpu][prefill
     const AttentionShape s = make_shape(4, 2, d, true, {600, 65}, {600, 65});
     const AttentionInputs in = seeded_inputs(s, 31, InputKind::llm_like);
     GpuProblem gpu(s, in);
+    gpu.set_mainloop(PrefillMainloop::wgmma);  // the older kernels, whose steps are one tile
     const RoutingPlan plan = layout_plan(s, gpu::tilemix_geometry(d), LayoutKind::rowrand, 0.5, 3);
     for (StatePrecision state : {StatePrecision::fp32, StatePrecision::fp16}) {
       for (AccumPrecision accum : {AccumPrecision::fp32, AccumPrecision::fp16}) {
@@ -328,6 +331,7 @@ TEST_CASE("a flipped routing bit fails the tight comparison", "[gpu][prefill][mu
   const AttentionShape s = make_shape(2, 1, 64, false, {128}, {128});
   const AttentionInputs in = seeded_inputs(s, 41, InputKind::llm_like);
   GpuProblem gpu(s, in);
+  gpu.set_mainloop(PrefillMainloop::wgmma);  // the older kernels, whose steps are one tile
   for (LayoutKind layout : {LayoutKind::one, LayoutKind::zero}) {
     const RoutingPlan plan = layout_plan(s, gpu::tilemix_geometry(64), layout);
     REQUIRE(plan.tilings[0].g == 1);

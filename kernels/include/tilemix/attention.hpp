@@ -58,8 +58,8 @@ struct PrefillParams {
   uint8_t* v8 = nullptr;
   float* v_scale = nullptr;
   Numerics numerics;
-  // d = 128 with fp32 accumulation: the mainloop (warp_specialized needs flash_fp16 or
-  // quantize_once and fewer than 2^31 tokens per tensor; asking for it otherwise is an error).
+  // The mainloop (tilemix_mainloop / flash_mainloop resolve automatic; warp_specialized needs
+  // fewer than 2^31 tokens per tensor, asking for it otherwise is an error).
   PrefillMainloop mainloop = PrefillMainloop::automatic;
 };
 
@@ -67,14 +67,24 @@ struct PrefillParams {
 // emulator must be built with it.
 TileGeometry tilemix_geometry(int d);
 TileGeometry flash_geometry(int d);
-// How the emulator follows a d = 128, fp32-accumulation call on `mainloop` (EmulatorOptions'
-// softmax_tiles and fused_score_scale): steps of 2 tiles and the fused scale on warp_specialized.
+// How the emulator follows a call on a resolved `mainloop` (tilemix_mainloop, flash_mainloop;
+// EmulatorOptions' softmax_tiles and fused_score_scale): steps of 2 tiles and the fused scale on
+// warp_specialized.
 PrefillEmulation prefill_emulation(PrefillMainloop mainloop);
-// The mainloop a tilemix call asking for `mainloop` runs on: FP8 P V (pv fp8 / routed) runs on
-// warp_specialized alone (automatic takes it; wgmma is refused).
+// The mainloop a call asking for `mainloop` runs on. automatic takes the faster kernel of
+// results/h100/prefill-mainloops.json (every d, accumulation, L 1k-16k, causal and not):
+// warp_specialized for flash_fp16 (0.63-0.95x the older kernels' time) and for tilemix with
+// quantize_once (0.60-1.10x, above 1.0 in 6 of 72 rows, all causal at 1k or 4k), but wgmma (the
+// mma.sync kernel at d = 64 or with fp16 accumulation) for on_the_fly, where the warp-specialized
+// kernel's three quantizer warps take 1.16-2.29x their time. FP8 P V (pv fp8 / routed) runs on
+// warp_specialized alone (wgmma is refused).
+inline PrefillMainloop flash_mainloop(PrefillMainloop mainloop) {
+  return mainloop == PrefillMainloop::automatic ? PrefillMainloop::warp_specialized : mainloop;
+}
 inline PrefillMainloop tilemix_mainloop(PrefillMainloop mainloop, const Numerics& numerics) {
-  return numerics.pv != PvPrecision::fp16 && mainloop == PrefillMainloop::automatic ? PrefillMainloop::warp_specialized
-                                                                                   : mainloop;
+  if (mainloop != PrefillMainloop::automatic) return mainloop;
+  const bool older_faster = numerics.mode == QuantMode::on_the_fly && numerics.pv == PvPrecision::fp16;
+  return older_faster ? PrefillMainloop::wgmma : PrefillMainloop::warp_specialized;
 }
 
 // Launches on `stream` (a cudaStream_t passed as void*; nullptr = default stream). Throws

@@ -2,6 +2,7 @@
 // for which numerics and routing words, what tilemix_prefill then runs, and which scratch they need.
 #include <catch2/catch.hpp>
 
+#include "tilemix/attention.hpp"
 #include "tilemix/prefill_passes.hpp"
 
 using namespace tilemix;
@@ -99,15 +100,23 @@ TEST_CASE("pv routed without an INT8 route runs as pv fp16 on FP8 P V's mainloop
   CHECK(passes_of(asked, kFp16Only, PrefillMainloop::wgmma).mainloop == PrefillMainloop::wgmma);
 }
 
-TEST_CASE("pv fp16 keeps the mainloop asked for", "[passes]") {
-  const Numerics n = numerics_of(QuantMode::quantize_once, PvPrecision::fp16);
-  for (const PrefillMainloop m :
-       {PrefillMainloop::automatic, PrefillMainloop::wgmma, PrefillMainloop::warp_specialized}) {
-    INFO("mainloop " << to_string(m));
-    const PrefillPasses p = passes_of(n, kInt8, m);
-    CHECK(p.mainloop == m);
-    CHECK(p.numerics.pv == PvPrecision::fp16);
+TEST_CASE("a mainloop asked for by name stays; automatic takes the faster kernel of the mode", "[passes]") {
+  for (const QuantMode mode : {QuantMode::quantize_once, QuantMode::on_the_fly}) {
+    const Numerics n = numerics_of(mode, PvPrecision::fp16);
+    for (const PrefillMainloop m : {PrefillMainloop::wgmma, PrefillMainloop::warp_specialized}) {
+      INFO("mode " << to_string(mode) << " mainloop " << to_string(m));
+      CHECK(passes_of(n, kInt8, m).mainloop == m);
+      CHECK(gpu::flash_mainloop(m) == m);
+    }
   }
+  // quantize_once: the warp-specialized kernel; on_the_fly: the older ones, where it is slower.
+  CHECK(passes_of(numerics_of(QuantMode::quantize_once, PvPrecision::fp16), kInt8).mainloop ==
+        PrefillMainloop::warp_specialized);
+  CHECK(passes_of(numerics_of(QuantMode::on_the_fly, PvPrecision::fp16), kInt8).mainloop == PrefillMainloop::wgmma);
+  // FP8 P V runs on the warp-specialized kernel alone, on_the_fly too.
+  CHECK(passes_of(numerics_of(QuantMode::on_the_fly, PvPrecision::fp8), kInt8).mainloop ==
+        PrefillMainloop::warp_specialized);
+  CHECK(gpu::flash_mainloop(PrefillMainloop::automatic) == PrefillMainloop::warp_specialized);
 }
 
 TEST_CASE("adaptive_words runs where the words are built on the GPU", "[passes]") {
