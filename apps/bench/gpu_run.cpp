@@ -30,6 +30,7 @@ struct MethodRun {
   std::string status = "ok";                // "ok", "OOM (...)", "unavailable (...)"
   int64_t resident_bytes = 0, resident_measured = 0;  // allocated; as the driver measured it
   std::optional<gpu::TimingResult> route;   // the GPU's word building alone (adaptive), part of `timing`
+  std::optional<double> quant_ms;           // tilemix: its quantization passes alone, part of `timing` (0: none)
   std::vector<uint16_t> o;                  // FP16 output, fetched when a deviation is asked for
 };
 
@@ -228,6 +229,12 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
         if (method == Method::tilemix && problem.routes_on_gpu()) {
           run.route = gpu::time_launches([&](int) { problem.launch_routing(); }, timing);
         }
+        if (method == Method::tilemix) {
+          run.quant_ms = problem.quantizes(spec.numerics)
+                             ? gpu::time_launches([&](int) { problem.launch_quantization(spec.numerics); }, timing)
+                                   .median_ms
+                             : 0.0;
+        }
         if (run.timing->throttled) {
           fmt::print(stderr, "tilemix-bench: warning: {} {}: {}\n", spec.name, name, run.timing->clock_note);
         }
@@ -265,7 +272,8 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
                          rel_l2_vs_flash,
                          rel_l2_vs_ref,
                          vs_compared,
-                         timing_of(r.route)}));
+                         timing_of(r.route),
+                         r.quant_ms}));
     }
   }
 }

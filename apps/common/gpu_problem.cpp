@@ -115,8 +115,7 @@ void GpuProblem::launch_routing() {
   if (adaptive_) gpu::adaptive_words(adaptive_->params, nullptr);
 }
 
-void GpuProblem::launch_tilemix(const Numerics& numerics) {
-  const gpu::PrefillPasses passes = tilemix_passes(numerics);
+gpu::PrefillParams GpuProblem::routed_params(const gpu::PrefillPasses& passes) {
   gpu::PrefillParams p = params(passes.numerics);
   p.mainloop = passes.mainloop;
   p.words = words_.as<const uint64_t>();
@@ -124,11 +123,26 @@ void GpuProblem::launch_tilemix(const Numerics& numerics) {
   p.group = group_.as<const int>();
   p.total_query_tiles = total_query_tiles_;
   p.uniform_steps = uniform_steps_;
-  if (passes.adaptive_words) gpu::adaptive_words(adaptive_->params, nullptr);
+  return p;
+}
+
+void GpuProblem::launch_quantization_passes(const gpu::PrefillPasses& passes, const gpu::PrefillParams& p) {
   if (passes.smooth_keys) gpu::smooth_keys(p, nullptr);
   if (passes.quantize_qk) gpu::quantize_qk(p, nullptr);
   if (passes.quantize_values_fp8) gpu::quantize_values_fp8(p, nullptr);
+}
+
+void GpuProblem::launch_tilemix(const Numerics& numerics) {
+  const gpu::PrefillPasses passes = tilemix_passes(numerics);
+  const gpu::PrefillParams p = routed_params(passes);
+  if (passes.adaptive_words) gpu::adaptive_words(adaptive_->params, nullptr);
+  launch_quantization_passes(passes, p);
   gpu::tilemix_prefill(p, nullptr);
+}
+
+void GpuProblem::launch_quantization(const Numerics& numerics) {
+  const gpu::PrefillPasses passes = tilemix_passes(numerics);
+  launch_quantization_passes(passes, routed_params(passes));
 }
 
 void GpuProblem::launch_flash(const Numerics& numerics) { gpu::flash_fp16_prefill(params(numerics), nullptr); }

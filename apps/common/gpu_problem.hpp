@@ -69,6 +69,10 @@ class GpuProblem {
   bool routes_on_gpu() const { return adaptive_ != nullptr; }
   void launch_routing();
   void launch_tilemix(const Numerics& numerics);
+  // launch_tilemix's quantization passes alone (smooth_keys, quantize_qk, quantize_values_fp8 as
+  // gpu::prefill_passes names them), for their share of its time; none where quantizes is false.
+  bool quantizes(const Numerics& numerics) const { return tilemix_passes(numerics).quantizes(); }
+  void launch_quantization(const Numerics& numerics);
   void launch_flash(const Numerics& numerics);
   KernelOutput fetch();
 
@@ -85,6 +89,9 @@ class GpuProblem {
  private:
   void poison_outputs();
   void allocate_value_codes();  // v8_ and v_scale_, at the first call with pv fp8 or routed
+  // The parameters of the routed calls of `passes`, with the routing set.
+  gpu::PrefillParams routed_params(const gpu::PrefillPasses& passes);
+  void launch_quantization_passes(const gpu::PrefillPasses& passes, const gpu::PrefillParams& p);
   // The passes a tilemix call asking for `numerics` runs with the routing set.
   gpu::PrefillPasses tilemix_passes(const Numerics& numerics) const {
     return gpu::prefill_passes(numerics, mainloop_, {any_int8_, routes_on_gpu()});

@@ -165,6 +165,7 @@ TableLayout<PrefillGpuRow> make_prefill_gpu_table(bool with_comparison) {
   });
   t.add({"speedup_vs_flash", "x flash", 3}, [](const Row& r) { return speedup(r.flash, r.measured.timing); });
   t.add({"route_ms", "route ms", 4}, [](const Row& r) { return r.route ? Cell{r.route->median_ms} : Cell{}; });
+  t.add({"quant_ms", "quant ms", 4}, [](const Row& r) { return optional_cell(r.quant_ms); });
   t.add(residency_columns(), [](const Row& r) { return std::optional<Residency>(r.resident); });
   t.add({"rel_l2_vs_flash", "rel.L2 flash", 3}, [](const Row& r) { return optional_cell(r.rel_l2_vs_flash); });
   t.add({"rel_l2_vs_ref", "rel.L2 ref", 3}, [](const Row& r) { return optional_cell(r.rel_l2_vs_ref); });

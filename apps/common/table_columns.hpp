@@ -106,6 +106,7 @@ struct PrefillGpuRow {
   std::optional<double> rel_l2_vs_flash, rel_l2_vs_ref;
   std::optional<ComparedDeviation> compared;  // the case's compare_with
   const gpu::TimingResult* route = nullptr;   // building the words on the GPU (adaptive), also inside the row's time
+  std::optional<double> quant_ms;  // tilemix: its quantization passes alone (0: none), also inside the row's time
 };
 
 // A row of the decode GPU sweep.

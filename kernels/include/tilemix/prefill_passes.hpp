@@ -36,8 +36,11 @@ struct PrefillPasses {
   Numerics numerics;
   PrefillMainloop mainloop = PrefillMainloop::automatic;
 
+  // Whether some pass codes or smooths the operands (every pass but adaptive_words): its time is
+  // the bench's quant_ms.
+  bool quantizes() const { return smooth_keys || quantize_qk || quantize_values_fp8; }
   // The K block offsets: the blocks of the K scales, of smooth_keys' sums and of the V codes.
-  bool k_block_offsets() const { return quantize_qk || smooth_keys || quantize_values_fp8; }
+  bool k_block_offsets() const { return quantizes(); }
 };
 
 // The passes of a call asking for `numerics` on `mainloop` with routing words `words`.

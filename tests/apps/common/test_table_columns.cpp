@@ -99,6 +99,7 @@ TEST_CASE("the prefill GPU table keeps its columns", "[tables]") {
                                                                  {"thpt_ktok_s", "K tok/s", 4},
                                                                  {"speedup_vs_flash", "x flash", 3},
                                                                  {"route_ms", "route ms", 4},
+                                                                 {"quant_ms", "quant ms", 4},
                                                                  {"resident_mib", "HBM MiB", 4},
                                                                  {"resident_measured_mib", "HBM MiB meas.", 4},
                                                                  {"rel_l2_vs_flash", "rel.L2 flash", 3},
@@ -252,7 +253,8 @@ TEST_CASE("prefill GPU rows: routing cells for the routed kernel only, timing ce
                                                  0.25,
                                                  {},
                                                  {},
-                                                 &route});
+                                                 &route,
+                                                 0.0625});
   CHECK(cell(table, tilemix, "method") == Cell{std::string("tilemix")});
   CHECK(cell(table, tilemix, "layout") == Cell{std::string("band")});
   CHECK(cell(table, tilemix, "coverage") == Cell{plan.coverage.groups()});
@@ -264,6 +266,7 @@ TEST_CASE("prefill GPU rows: routing cells for the routed kernel only, timing ce
   CHECK(cell(table, tilemix, "tops") == Cell{4e9 / (1.0 * 1e-3) / 1e12});
   CHECK(cell(table, tilemix, "speedup_vs_flash") == Cell{2.0});
   CHECK(cell(table, tilemix, "route_ms") == Cell{0.125});
+  CHECK(cell(table, tilemix, "quant_ms") == Cell{0.0625});
   CHECK(cell(table, tilemix, "resident_measured_mib") == Cell{2.0});
   CHECK(cell(table, tilemix, "rel_l2_vs_flash") == Cell{0.25});
   CHECK(empty(cell(table, tilemix, "rel_l2_vs_ref")));
@@ -281,7 +284,8 @@ TEST_CASE("prefill GPU rows: routing cells for the routed kernel only, timing ce
                                              std::nullopt,
                                              std::nullopt});
   for (const char* key : {"layout", "ratio", "coverage", "coverage_tiles", "coverage_cells", "params", "mode",
-                          "smooth_k", "pv", "median_ms", "reps", "tops", "speedup_vs_flash", "route_ms", "sm_clock_mhz"}) {
+                          "smooth_k", "pv", "median_ms", "reps", "tops", "speedup_vs_flash", "route_ms", "quant_ms",
+                          "sm_clock_mhz"}) {
     INFO(key);
     CHECK(empty(cell(table, oom, key)));
   }
