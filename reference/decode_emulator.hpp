@@ -33,8 +33,8 @@
 
 #include "core/decode/decode_shape.hpp"
 #include "core/decode/kv_cache.hpp"
+#include "core/decode/split_plan.hpp"
 #include "core/routing/plan.hpp"
-#include "kernels/decode/plan.hpp"
 
 namespace tilemix {
 
@@ -43,7 +43,8 @@ struct DecodeResult {
   std::vector<float> lse;   // [hq, total_new]
 };
 
-// `plan` is built for shape.attention_shape() with kDecodeGeometry.
+// `plan` is built for shape.attention_shape() with kDecodeGeometry; `splits` are the cuts of the
+// call's launch plan (DecodeLaunchPlan::splits), so the partial states combined are the kernel's.
 DecodeResult emulate_decode_int8(const DecodeShape& shape, const std::vector<uint16_t>& q, const Int8KvCache& cache,
                                  const RoutingPlan& plan, const DecodeSplitPlan& splits);
 DecodeResult emulate_decode_fp16(const DecodeShape& shape, const std::vector<uint16_t>& q, const Fp16KvCache& cache,

@@ -82,8 +82,8 @@ std::unique_ptr<DeviceProblem> build_problem(const CaseSpec& spec, int sm_count)
   AttentionShape q_shape = shape.attention_shape();
   q_shape.cu_seqlens_k = q_shape.cu_seqlens_q;  // only Q is drawn here
   const std::vector<uint16_t> q = make_inputs(q_shape, q_spec, spec.where + ".input").q;
-  problem->decode =
-      std::make_unique<DecodeGpu>(shape, q, std::move(caches), decode_split_plan(shape, CacheKind::int8, sm_count));
+  problem->decode = std::make_unique<DecodeGpu>(shape, q, std::move(caches),
+                                                plan_decode_launch(shape, CacheKind::int8, sm_count));
   return problem;
 }
 
@@ -112,10 +112,9 @@ int64_t bytes_needed(const CaseSpec& spec) {
 struct MethodRun {
   std::optional<gpu::TimingResult> decode, append;
   std::string status = "ok";
-  int64_t resident_bytes = 0, resident_measured = 0, bytes_moved = 0, total_splits = 0;
-  DecodeMainloop mainloop = DecodeMainloop::mma_sync;  // the one that ran
-  std::string combine;  // what the split combine waited for ("none": one split per sequence)
-  std::string routes;   // INT8 cache: what the routing words hold (picks the wgmma kernel's instance)
+  int64_t resident_bytes = 0, resident_measured = 0, bytes_moved = 0;
+  DecodePlanColumns launch;  // the launch plan it ran
+  std::string routes;        // INT8 cache: what the routing words hold (picks the wgmma kernel's instance)
 };
 
 // The cache a decode method reads.
@@ -211,21 +210,17 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
         MethodRun run;
         if (problem) {
           DecodeGpu& decode = *problem->decode;
-          decode.set_split_plan(decode_split_plan(shape, kind, device.sm_count, spec.decode->tiles_per_split,
-                                                  spec.decode->mainloop, &plan));
-          decode.set_mainloop(spec.decode->mainloop);
-          decode.set_combine_wait(spec.decode->combine);
-          run.total_splits = decode.splits().total_splits();
-          run.mainloop = decode.resolved_mainloop(kind);
-          run.combine = run.total_splits == shape.batch() ? "none" : to_string(decode.combine_used(kind));
+          decode.set_launch_plan(
+              plan_decode_launch(shape, kind, device.sm_count, decode_launch_choices(*spec.decode), &plan));
+          run.launch = decode_plan_columns(decode.launch_plan());
           if (!baseline) run.routes = to_string(decode.routes());
-          run.decode = gpu::time_launches([&](int) { decode.launch(kind); }, timing);
+          run.decode = gpu::time_launches([&](int) { decode.launch(); }, timing);
           if (!options.timeline_dir.empty()) {
             gpu::TimingOptions once = timing;
             once.warmup = 0;
             once.warmup_seconds = 0.0;
             once.min_reps = once.max_reps = 1;
-            const auto rows = decode.timeline([&] { gpu::time_launches([&](int) { decode.launch(kind); }, once); });
+            const auto rows = decode.timeline([&] { gpu::time_launches([&](int) { decode.launch(); }, once); });
             write_timeline(options.timeline_dir, spec.name, name, run.routes, run.decode->median_ms, rows);
           }
           run.append = gpu::time_launches([&](int) { problem->append_new->launch(kind); }, timing);
@@ -248,10 +243,10 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
 
         DecodeGpuRow row{{spec, name, !baseline, problem ? &plan : nullptr},
                          kind,
-                         to_string(run.mainloop),
+                         to_string(run.launch.mainloop),
                          run.routes,
-                         run.combine,
-                         run.total_splits,
+                         run.launch.combine,
+                         run.launch.total_splits,
                          {timing_of(run.decode), device_index, run.status},
                          timing_of(run.append),
                          fp16_run ? timing_of(fp16_run->decode) : nullptr,
@@ -267,6 +262,14 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
 }  // namespace
 
 ResultTable decode_bench_table() { return decode_gpu_table().empty_table(); }
+
+DecodePlanColumns decode_plan_columns(const DecodeLaunchPlan& launch) {
+  DecodePlanColumns columns;
+  columns.mainloop = launch.mainloop;
+  columns.total_splits = launch.splits.total_splits();
+  columns.combine = launch.splits.has_cuts() ? to_string(launch.combine) : "none";
+  return columns;
+}
 
 void run_decode_bench(const ExperimentConfig& config, const std::vector<int>& devices,
                       const DecodeBenchOptions& options, ResultTable& table, const std::function<void()>& on_row,

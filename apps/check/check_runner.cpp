@@ -119,10 +119,8 @@ CheckRun run_checks(const ExperimentConfig& config, const DeviceChoice& device, 
         const DecodeCheck check = run_decode_check(spec, sm_count, run.table, ok);
         if (!device.gpu) return;
         // Outputs and the split workspace are poisoned (NaN) before the launch.
-        DecodeGpu decode(check.prepared, check.splits);
-        decode.set_mainloop(spec.decode->mainloop);
-        decode.set_combine_wait(spec.decode->combine);
-        const std::vector<double> gpu_o = half_to_double(decode.run(spec.decode->cache).o);
+        DecodeGpu decode(check.prepared, check.launch);
+        const std::vector<double> gpu_o = half_to_double(decode.run().o);
         add_decode_row(run.table, spec, check, "gpu~emulator", deviation(gpu_o, check.emulator_o),
                        require_tolerance(spec, spec.tolerance.gpu_vs_emulator, "gpu_vs_emulator"), ok);
         add_decode_row(run.table, spec, check, "gpu~reference", deviation(gpu_o, check.reference.o),

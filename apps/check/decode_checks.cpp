@@ -20,11 +20,12 @@ std::string value_list(const std::vector<int64_t>& v) {
 
 }  // namespace
 
-std::string decode_shape_summary(const DecodeShape& s, const DecodeSplitPlan& splits, int sm_count) {
+std::string decode_shape_summary(const DecodeShape& s, const DecodeLaunchPlan& launch) {
   // "x~" marks cuts balanced by route (balance_decode_splits): tiles_per_split is then nominal.
+  const DecodeSplitPlan& splits = launch.splits;
   return fmt::format("B={} Hq={} Hk={} d={} cache={} new={} splits={}x{}{} sm={}", s.batch(), s.hq, s.hk, s.d,
                      value_list(s.cache_len), value_list(s.new_tokens), splits.total_splits(),
-                     splits.first_tile.empty() ? "" : "~", splits.tiles_per_split, sm_count);
+                     splits.first_tile.empty() ? "" : "~", splits.tiles_per_split, launch.sm_count);
 }
 
 void add_decode_row(ResultTable& table, const CaseSpec& spec, const DecodeCheck& check, const std::string& compare,
@@ -32,7 +33,7 @@ void add_decode_row(ResultTable& table, const CaseSpec& spec, const DecodeCheck&
   // Decode keeps fp32 softmax state and fp32 PV accumulation.
   const CheckedCase checked{spec,
                             check.prepared.plan.coverage,
-                            decode_shape_summary(check.prepared.shape, check.splits, check.sm_count),
+                            decode_shape_summary(check.prepared.shape, check.launch),
                             "fp32",
                             "fp32",
                             std::string("decode-") + to_string(spec.decode->cache),
@@ -45,12 +46,11 @@ DecodeCheck run_decode_check(const CaseSpec& spec, int sm_count, ResultTable& ta
   DecodeCheck check;
   check.prepared = prepare_decode(spec);
   const PreparedDecode& pd = check.prepared;
-  check.sm_count = sm_count;
-  check.splits = decode_split_plan(pd.shape, spec.decode->cache, sm_count, spec.decode->tiles_per_split,
-                                   spec.decode->mainloop, &pd.plan);
+  check.launch =
+      plan_decode_launch(pd.shape, spec.decode->cache, sm_count, decode_launch_choices(*spec.decode), &pd.plan);
   check.emulator = spec.decode->cache == CacheKind::int8
-                       ? emulate_decode_int8(pd.shape, pd.q, pd.int8, pd.plan, check.splits)
-                       : emulate_decode_fp16(pd.shape, pd.q, pd.fp16, check.splits);
+                       ? emulate_decode_int8(pd.shape, pd.q, pd.int8, pd.plan, check.launch.splits)
+                       : emulate_decode_fp16(pd.shape, pd.q, pd.fp16, check.launch.splits);
   check.emulator_o = half_to_double(check.emulator.o);
   check.reference = exact_attention(pd.shape.attention_shape(), {pd.q, pd.k_src, pd.v_src});
   add_decode_row(table, spec, check, "emulator~reference", deviation(check.emulator_o, check.reference.o),

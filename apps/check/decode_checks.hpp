@@ -8,6 +8,7 @@
 #include "core/decode/decode_case.hpp"
 #include "core/metrics.hpp"
 #include "core/report/table.hpp"
+#include "kernels/decode/plan.hpp"
 #include "reference/decode_emulator.hpp"
 #include "reference/exact.hpp"
 
@@ -17,19 +18,19 @@ namespace tilemix::app {
 // emulate the splits a GPU run uses.
 constexpr int kCpuSmCount = 132;
 
-// What a decode case was checked with. Kernel rows use the same `splits` and compare with
-// `emulator_o` and `reference.o` through add_decode_row.
+// What a decode case was checked with. Kernel rows launch the same `launch` plan, whose cuts the
+// emulator ran, and compare with `emulator_o` and `reference.o` through add_decode_row.
 struct DecodeCheck {
   PreparedDecode prepared;
-  int sm_count = 0;
-  DecodeSplitPlan splits;
+  DecodeLaunchPlan launch;
   DecodeResult emulator;
   std::vector<double> emulator_o;
   ExactResult reference;
 };
 
-// Prepares the case, runs the emulator (split plan for `sm_count`) and the exact reference, and
-// adds the emulator~reference row to `table`; `ok` becomes false when the row fails.
+// Prepares the case, runs the emulator (the cuts of the case's launch plan for `sm_count`
+// multiprocessors) and the exact reference, and adds the emulator~reference row to `table`; `ok`
+// becomes false when the row fails.
 DecodeCheck run_decode_check(const CaseSpec& spec, int sm_count, ResultTable& table, bool& ok);
 
 // Adds one comparison row of a decode case, in the columns of the check table.
@@ -37,6 +38,6 @@ void add_decode_row(ResultTable& table, const CaseSpec& spec, const DecodeCheck&
                     const Deviation& dev, const Tolerance& tol, bool& ok);
 
 // "B=4 Hq=8 Hk=2 d=128 cache=1,63,64,3000 new=1,4,16,4 splits=40x4 sm=132".
-std::string decode_shape_summary(const DecodeShape& shape, const DecodeSplitPlan& splits, int sm_count);
+std::string decode_shape_summary(const DecodeShape& shape, const DecodeLaunchPlan& launch);
 
 }  // namespace tilemix::app

@@ -143,8 +143,8 @@ void GpuKvCaches::append(const GpuAppend& a) {
 }
 
 DecodeGpu::DecodeGpu(const DecodeShape& shape, const std::vector<uint16_t>& q, GpuKvCaches caches,
-                     const DecodeSplitPlan& splits)
-    : shape_(shape), splits_(splits), caches_(std::move(caches)) {
+                     const DecodeLaunchPlan& launch)
+    : shape_(shape), caches_(std::move(caches)) {
   if (caches_.layout().length != shape.cache_len) {
     throw std::invalid_argument("DecodeGpu: the caches do not hold cache_len tokens per sequence");
   }
@@ -155,15 +155,15 @@ DecodeGpu::DecodeGpu(const DecodeShape& shape, const std::vector<uint16_t>& q, G
   lse_ = gpu::DeviceBuffer(static_cast<size_t>(shape.total_new()) * shape.hq * sizeof(float), "decode LSE");
   cu_new_ = gpu::to_device(prefix_sums(shape.new_tokens));
   cache_len_ = gpu::to_device(shape.cache_len);
-  set_split_plan(splits);
+  set_launch_plan(launch);
 }
 
-void DecodeGpu::set_split_plan(const DecodeSplitPlan& splits) {
-  if (!splits.fits(shape_)) throw std::invalid_argument("DecodeGpu: the split plan does not fit the shape");
-  splits_ = splits;
-  split_offset_ = gpu::to_device(splits.split_offset);
-  split_first_tile_ = gpu::to_device(splits.first_tiles(shape_));
-  const size_t bytes = gpu::decode_workspace_bytes(shape_.hq, shape_.d, shape_.batch(), splits.total_splits());
+void DecodeGpu::set_launch_plan(const DecodeLaunchPlan& launch) {
+  if (!launch.splits.fits(shape_)) throw std::invalid_argument("DecodeGpu: the split plan does not fit the shape");
+  launch_ = launch;
+  split_offset_ = gpu::to_device(launch.splits.split_offset);
+  split_first_tile_ = gpu::to_device(launch.splits.first_tiles(shape_));
+  const size_t bytes = gpu::decode_workspace_bytes(launch);
   if (bytes > workspace_.bytes()) workspace_ = gpu::DeviceBuffer(bytes, "decode split workspace");
   const size_t arrival_bytes = gpu::decode_arrival_bytes(shape_.batch());
   if (arrival_bytes > arrivals_.bytes()) {
@@ -176,12 +176,8 @@ std::vector<unsigned> DecodeGpu::arrival_counts() const {
   return gpu::to_host<unsigned>(arrivals_, arrivals_.bytes() / sizeof(unsigned));
 }
 
-DecodeMainloop DecodeGpu::resolved_mainloop(CacheKind kind) const {
-  return decode_resolved_mainloop(kind, shape_, kind == CacheKind::int8 ? mainloop_ : DecodeMainloop::mma_sync);
-}
-
-DecodeGpu::DecodeGpu(const PreparedDecode& pd, const DecodeSplitPlan& splits)
-    : DecodeGpu(pd.shape, pd.q, GpuKvCaches(pd.int8, pd.fp16), splits) {
+DecodeGpu::DecodeGpu(const PreparedDecode& pd, const DecodeLaunchPlan& launch)
+    : DecodeGpu(pd.shape, pd.q, GpuKvCaches(pd.int8, pd.fp16), launch) {
   set_routing(pd.plan, pd.plan.words);
 }
 
@@ -198,14 +194,14 @@ void DecodeGpu::set_routing(const RoutingPlan& plan, const std::vector<uint64_t>
   routed_ = true;
 }
 
-gpu::DecodeParams DecodeGpu::params(CacheKind kind) const {
+gpu::DecodeParams DecodeGpu::params() const {
   gpu::DecodeParams p;
   p.q = q_.data();
   p.o = o_.data();
   p.lse = lse_.as<float>();
   p.cu_new = cu_new_.as<const int64_t>();
   p.cache_len = cache_len_.as<const int64_t>();
-  p.cache = caches_.view(kind);
+  p.cache = caches_.view(launch_.cache);
   p.batch = shape_.batch();
   p.hq = shape_.hq;
   p.hk = shape_.hk;
@@ -215,33 +211,27 @@ gpu::DecodeParams DecodeGpu::params(CacheKind kind) const {
   p.softmax_scale = shape_.softmax_scale;
   p.words = words_.as<const uint64_t>();
   p.group = group_.as<const int>();
+  p.plan = &launch_;
   p.split_offset = split_offset_.as<const int64_t>();
   p.split_first_tile = split_first_tile_.as<const int>();
-  p.total_splits = splits_.total_splits();
   p.workspace = workspace_.data();
   p.arrivals = arrivals_.as<unsigned>();
-  p.combine_wait = combine_wait_;
   p.timeline = timeline_;
-  if (kind == CacheKind::int8) {
-    p.mainloop = mainloop_;
-    p.routes = routes_;
-  }
+  if (launch_.cache == CacheKind::int8) p.routes = routes_;
   return p;
 }
 
-void DecodeGpu::launch(CacheKind kind) {
-  if (kind == CacheKind::int8) {
+void DecodeGpu::launch() {
+  if (launch_.cache == CacheKind::int8) {
     if (!routed_) throw std::logic_error("DecodeGpu: the INT8 cache needs set_routing first");
-    gpu::decode_int8(params(kind), nullptr);
+    gpu::decode_int8(params(), nullptr);
   } else {
-    gpu::decode_fp16(params(kind), nullptr);
+    gpu::decode_fp16(params(), nullptr);
   }
 }
 
 std::vector<std::vector<uint64_t>> DecodeGpu::timeline(const std::function<void()>& launch) {
-  gpu::DeviceBuffer rows(gpu::decode_timeline_bytes(shape_.hq, shape_.hk, shape_.max_new_tokens(),
-                                                    splits_.total_splits()),
-                         "decode timeline");
+  gpu::DeviceBuffer rows(gpu::decode_timeline_bytes(launch_), "decode timeline");
   const size_t ctas = rows.bytes() / (gpu::kDecodeTimelineSlots * sizeof(uint64_t));
   rows.fill(0);
   timeline_ = rows.as<uint64_t>();
@@ -262,10 +252,6 @@ std::vector<std::vector<uint64_t>> DecodeGpu::timeline(const std::function<void(
   return out;
 }
 
-DecodeCombineWait DecodeGpu::combine_used(CacheKind kind) const {
-  return gpu::decode_combine_used(params(kind), kind == CacheKind::int8);
-}
-
 DecodeOutput DecodeGpu::fetch() {
   gpu::device_synchronize("decode run");
   DecodeOutput out;
@@ -274,11 +260,11 @@ DecodeOutput DecodeGpu::fetch() {
   return out;
 }
 
-DecodeOutput DecodeGpu::run(CacheKind kind) {
+DecodeOutput DecodeGpu::run() {
   o_.poison();
   lse_.poison();
   workspace_.poison();
-  launch(kind);
+  launch();
   return fetch();
 }
 

@@ -1,7 +1,7 @@
 #pragma once
-// Runs the decode kernels on one problem: both KV caches, the queries, the routing and the split
-// plan live in device memory, uploaded once; a checked run poisons the outputs (every byte 0xFF,
-// a NaN in FP16 and FP32) and the split workspace, launches, and downloads.
+// Runs the decode kernels on one problem: both KV caches, the queries, the routing and the splits
+// of the launch plan live in device memory, uploaded once; a checked run poisons the outputs
+// (every byte 0xFF, a NaN in FP16 and FP32) and the split workspace, launches, and downloads.
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -71,11 +71,12 @@ class GpuAppend {
 
 class DecodeGpu {
  public:
-  // `caches` hold shape.cache_len tokens per sequence (validated shape, q FP16 [total_new, hq, d]).
+  // `caches` hold shape.cache_len tokens per sequence (validated shape, q FP16 [total_new, hq, d]);
+  // `launch` is plan_decode_launch's plan for this shape.
   DecodeGpu(const DecodeShape& shape, const std::vector<uint16_t>& q, GpuKvCaches caches,
-            const DecodeSplitPlan& splits);
+            const DecodeLaunchPlan& launch);
   // The prepared problem as it is, with its routing plan's words.
-  DecodeGpu(const PreparedDecode& pd, const DecodeSplitPlan& splits);
+  DecodeGpu(const PreparedDecode& pd, const DecodeLaunchPlan& launch);
 
   // Routing of the INT8 cache: `plan` built for shape.attention_shape() with kDecodeGeometry. Also
   // sets what the words hold (decode_routes), which picks the wgmma kernel's instance.
@@ -84,32 +85,25 @@ class DecodeGpu {
   // Overrides what the calls claim the words hold: `mixed` runs the instance with both routes
   // whatever the words are (a claim the words contradict makes the kernel trap).
   void set_routes(DecodeRoutes routes) { routes_ = routes; }
-  // Poisons outputs and workspace, launches, waits and downloads.
-  DecodeOutput run(CacheKind kind);
+  // Poisons outputs and workspace, launches the launch plan over its cache, waits and downloads.
+  DecodeOutput run();
   // For timing: enqueue only.
-  void launch(CacheKind kind);
+  void launch();
   DecodeOutput fetch();
 
   GpuKvCaches& caches() { return caches_; }
   const DecodeShape& shape() const { return shape_; }
-  const DecodeSplitPlan& splits() const { return splits_; }
-  // Replaces the split plan (same batch); the workspace grows when the new plan needs more.
-  void set_split_plan(const DecodeSplitPlan& splits);
+  // What the calls launch, as they launch it (the bench reports it).
+  const DecodeLaunchPlan& launch_plan() const { return launch_; }
+  // Replaces the launch plan (same shape; either cache); the workspace grows when the new plan
+  // needs more.
+  void set_launch_plan(const DecodeLaunchPlan& launch);
   // The per-sequence arrival counts of the split combine as they are now (zero between calls).
   std::vector<unsigned> arrival_counts() const;
-  // The INT8 cache's mainloop (automatic unless set).
-  void set_mainloop(DecodeMainloop mainloop) { mainloop_ = mainloop; }
-  // What the split combine waits for (automatic unless set).
-  void set_combine_wait(DecodeCombineWait wait) { combine_wait_ = wait; }
   // Per-CTA timestamps of the decode kernel (a row of gpu::DecodeTimelineSlot values per CTA, in
   // launch order): `launch` enqueues one call (e.g. through the bench's timing, for its L2 flush)
   // while the timeline is on.
   std::vector<std::vector<uint64_t>> timeline(const std::function<void()>& launch);
-  // What the combine of a call of `kind` waits for (automatic resolved; automatic when every
-  // sequence has one split).
-  DecodeCombineWait combine_used(CacheKind kind) const;
-  // The mainloop a call of `kind` runs (automatic resolved; the FP16 cache always mma.sync).
-  DecodeMainloop resolved_mainloop(CacheKind kind) const;
   // Device bytes one call of `kind` keeps resident: its cache, queries, outputs, workspace and
   // the plan arrays (routing for INT8).
   int64_t resident_bytes(CacheKind kind, gpu::MemoryCount how = gpu::MemoryCount::allocated) const;
@@ -118,10 +112,10 @@ class DecodeGpu {
   int64_t bytes_moved(CacheKind kind) const;
 
  private:
-  gpu::DecodeParams params(CacheKind kind) const;
+  gpu::DecodeParams params() const;
 
   DecodeShape shape_;
-  DecodeSplitPlan splits_;
+  DecodeLaunchPlan launch_;
   GpuKvCaches caches_;
   gpu::DeviceBuffer q_, o_, lse_, cu_new_, cache_len_, split_offset_, split_first_tile_, workspace_;
   gpu::DeviceBuffer arrivals_;  // zeroed once; the calls leave it zero, so never poisoned
@@ -129,8 +123,6 @@ class DecodeGpu {
   uint64_t* timeline_ = nullptr;  // set only inside timeline()
   bool routed_ = false;
   DecodeRoutes routes_ = DecodeRoutes::mixed;
-  DecodeMainloop mainloop_ = DecodeMainloop::automatic;
-  DecodeCombineWait combine_wait_ = DecodeCombineWait::automatic;
 };
 
 }  // namespace tilemix::app

@@ -154,9 +154,8 @@ int64_t decode_check_bytes(const CaseSpec& spec, int sm_count, bool gpu) {
   bytes.add("the cache scales", {{capacity / kCacheBlock, "blocks"}, {s.hk, "hk"}, {2 * 4, "bytes"}});
   bytes.add("the K and V of one append", {{s.total_k(), "total_k"}, {s.hk, "hk"}, {s.d, "d"}, {2 * 2, "bytes"}});
   add_plan(bytes, s, s.batch());
-  const int64_t splits = decode_split_plan(shape, spec.decode->cache, sm_count, spec.decode->tiles_per_split,
-                                           spec.decode->mainloop)
-                             .total_splits();
+  const int64_t splits = plan_decode_launch(shape, spec.decode->cache, sm_count, decode_launch_choices(*spec.decode))
+                             .splits.total_splits();
   bytes.add("the emulator's queries", {{s.total_q(), "total_new"}, {s.hq, "hq"}, {s.d, "d"}, {4 + 1 + 4, "bytes"}});
   bytes.add("the emulator's split partials [splits, hq, 16 rows, d + 2]",
             {{splits, "splits"}, {s.hq, "hq"}, {kMaxDecodeTokens, "rows"}, {s.d + 2, "d + 2"}, {4, "bytes"}});

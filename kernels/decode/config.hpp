@@ -6,16 +6,14 @@
 // query rows of the CTA (query heads x new tokens) are its 8 columns. Decode has few query rows
 // (4 for GQA 4 and one new token), so padding them to 8 instead of 16 halves the MMAs, and the
 // K and V fragments, which are what streams, come straight from shared memory as A operands.
-#include "core/quant.hpp"
 #include "core/choices/decode.hpp"
+#include "core/quant.hpp"
 
 namespace tilemix::gpu {
 
 // Keys per tile = BLKK: an INT8 key tile is one scale block (one K and one V scale per tile).
 inline constexpr int kDecodeBlockN = 64;
 static_assert(kDecodeBlockN == kBlockK, "a decode key tile is one cache scale block");
-
-enum class DecodeCache { int8, fp16 };
 
 // Query rows of one decode CTA at most: query heads x new tokens of one KV head; more heads are
 // split into head chunks of this many rows (the largest row configuration below).
@@ -37,15 +35,15 @@ inline constexpr int kDecodeWgmmaDim = 128;
 inline constexpr int kDecodeWgmmaStages = 2;
 inline constexpr int kDecodeWgmmaCtasPerSm = 3;
 
-inline bool decode_wgmma_applies(DecodeCache cache, int d, int rows) {
-  return cache == DecodeCache::int8 && d == kDecodeWgmmaDim && rows <= kDecodeWgmmaRows;
+inline bool decode_wgmma_applies(CacheKind cache, int d, int rows) {
+  return cache == CacheKind::int8 && d == kDecodeWgmmaDim && rows <= kDecodeWgmmaRows;
 }
 // The mainloop `requested` resolves to. Automatic takes wgmma for 33 to 64 rows only: measured
 // on an H200 (7bdcd79:results/h200/decode-mainloop-v1.json) the wgmma kernel wins at 64 rows (16 new
 // tokens x GQA 4: 1.23-1.28x) and loses at 16 and 32 rows (0.6-0.9x), where the mma.sync
 // kernel's 8-column tiles waste little and its four key warps hide more latency.
 inline constexpr int kDecodeWgmmaMinRows = 33;
-inline DecodeMainloop decode_mainloop(DecodeMainloop requested, DecodeCache cache, int d, int rows) {
+inline DecodeMainloop decode_mainloop(DecodeMainloop requested, CacheKind cache, int d, int rows) {
   if (requested == DecodeMainloop::automatic) {
     return decode_wgmma_applies(cache, d, rows) && rows >= kDecodeWgmmaMinRows ? DecodeMainloop::wgmma
                                                                                  : DecodeMainloop::mma_sync;
@@ -61,12 +59,12 @@ inline int decode_row_config(int rows) {
   return kDecodeMaxRows;
 }
 
-template <int kHeadDim_, int kRows_, DecodeCache kCache_>
+template <int kHeadDim_, int kRows_, CacheKind kCache_>
 struct DecodeConfig {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kRows = kRows_;
-  static constexpr DecodeCache kCache = kCache_;
-  static constexpr bool kInt8 = kCache == DecodeCache::int8;
+  static constexpr CacheKind kCache = kCache_;
+  static constexpr bool kInt8 = kCache == CacheKind::int8;
   static constexpr int kBlockN = kDecodeBlockN;
 
   // A warp owns 8 or 16 query rows (one or two n8 fragments) and a slice of the keys of each
@@ -113,27 +111,27 @@ struct DecodeConfig {
 // 7bdcd79:results/h200/decode-v22.json), 1.28. The mma.sync kernel's routes cost within 2% of each other
 // (4 new tokens at 16k x 8: `zero` 76.5-77.3 us, `one` 75.2-75.9), so its splits stay uniform.
 inline constexpr double kDecodeWgmmaFp16TileCost = 1.28;
-inline double decode_fp16_tile_cost(DecodeCache cache, DecodeMainloop mainloop) {
-  return cache == DecodeCache::int8 && mainloop == DecodeMainloop::wgmma ? kDecodeWgmmaFp16TileCost : 1.0;
+inline double decode_fp16_tile_cost(CacheKind cache, DecodeMainloop mainloop) {
+  return cache == CacheKind::int8 && mainloop == DecodeMainloop::wgmma ? kDecodeWgmmaFp16TileCost : 1.0;
 }
 
 // CTAs per multiprocessor that the instance for `rows` query rows (and the resolved mainloop) is
 // built to keep resident (its launch bounds; shared memory is sized to match): the split plan
 // counts waves with it.
-inline int decode_resident_ctas(DecodeCache cache, int rows, DecodeMainloop mainloop) {
+inline int decode_resident_ctas(CacheKind cache, int rows, DecodeMainloop mainloop) {
   if (mainloop == DecodeMainloop::wgmma) return kDecodeWgmmaCtasPerSm;
-  const bool int8 = cache == DecodeCache::int8;
+  const bool int8 = cache == CacheKind::int8;
   switch (decode_row_config(rows)) {
-    case 8: return int8 ? DecodeConfig<128, 8, DecodeCache::int8>::kMinBlocksPerSm
-                        : DecodeConfig<128, 8, DecodeCache::fp16>::kMinBlocksPerSm;
-    case 16: return int8 ? DecodeConfig<128, 16, DecodeCache::int8>::kMinBlocksPerSm
-                         : DecodeConfig<128, 16, DecodeCache::fp16>::kMinBlocksPerSm;
-    case 32: return int8 ? DecodeConfig<128, 32, DecodeCache::int8>::kMinBlocksPerSm
-                         : DecodeConfig<128, 32, DecodeCache::fp16>::kMinBlocksPerSm;
-    case 64: return int8 ? DecodeConfig<128, 64, DecodeCache::int8>::kMinBlocksPerSm
-                         : DecodeConfig<128, 64, DecodeCache::fp16>::kMinBlocksPerSm;
-    default: return int8 ? DecodeConfig<128, kDecodeMaxRows, DecodeCache::int8>::kMinBlocksPerSm
-                         : DecodeConfig<128, kDecodeMaxRows, DecodeCache::fp16>::kMinBlocksPerSm;
+    case 8: return int8 ? DecodeConfig<128, 8, CacheKind::int8>::kMinBlocksPerSm
+                        : DecodeConfig<128, 8, CacheKind::fp16>::kMinBlocksPerSm;
+    case 16: return int8 ? DecodeConfig<128, 16, CacheKind::int8>::kMinBlocksPerSm
+                         : DecodeConfig<128, 16, CacheKind::fp16>::kMinBlocksPerSm;
+    case 32: return int8 ? DecodeConfig<128, 32, CacheKind::int8>::kMinBlocksPerSm
+                         : DecodeConfig<128, 32, CacheKind::fp16>::kMinBlocksPerSm;
+    case 64: return int8 ? DecodeConfig<128, 64, CacheKind::int8>::kMinBlocksPerSm
+                         : DecodeConfig<128, 64, CacheKind::fp16>::kMinBlocksPerSm;
+    default: return int8 ? DecodeConfig<128, kDecodeMaxRows, CacheKind::int8>::kMinBlocksPerSm
+                         : DecodeConfig<128, kDecodeMaxRows, CacheKind::fp16>::kMinBlocksPerSm;
   }
 }
 

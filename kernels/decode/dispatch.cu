@@ -1,18 +1,15 @@
-// The one dispatch point of the decode kernels: checks a call, picks the head chunking and the row
-// configuration, launches the split-K kernel and, when some sequence has several splits, the combine.
+// The one dispatch point of the decode kernels: checks a call against its launch plan, launches
+// the split-K kernel the plan names and, when the plan cuts some sequence, the combine.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
-#include "core/decode/decode_shape.hpp"
-#include "kernels/common/check.cuh"
 #include "kernels/decode/config.hpp"
+#include "kernels/decode/launch.hpp"
 #include "kernels/decode/params.cuh"
 #include "kernels/decode/plan.hpp"
-#include "kernels/decode/launch.hpp"
 #include "tilemix/decode.hpp"
 
 namespace tilemix::gpu {
@@ -20,18 +17,21 @@ namespace {
 
 constexpr float kLog2e = 1.44269504088896340736f;
 
+int64_t total_splits(const DecodeParams& p) { return p.plan ? p.plan->splits.total_splits() : 0; }
+
 std::string describe(const DecodeParams& p, const char* kernel) {
   return std::string(kernel) + "(d=" + std::to_string(p.d) + " hq=" + std::to_string(p.hq) +
          " hk=" + std::to_string(p.hk) + " batch=" + std::to_string(p.batch) +
          " total_new=" + std::to_string(p.total_new) + " max_new_tokens=" + std::to_string(p.max_new_tokens) +
-         " total_splits=" + std::to_string(p.total_splits) + ")";
+         " total_splits=" + std::to_string(total_splits(p)) + ")";
 }
 
 void require(bool ok, const std::string& context, const std::string& what) {
   if (!ok) throw std::invalid_argument(context + ": " + what);
 }
 
-// Checks what the kernels rely on; returns false when the call has no work.
+// Checks what the kernels rely on, and that the launch plan was made for this call; returns false
+// when the call has no work.
 bool validate(const DecodeParams& p, bool int8, const std::string& context) {
   require(p.d == 64 || p.d == 128, context, "unsupported head dimension d=" + std::to_string(p.d) +
                                                 " (supported: 64, 128)");
@@ -47,8 +47,14 @@ bool validate(const DecodeParams& p, bool int8, const std::string& context) {
           "total_new=" + std::to_string(p.total_new) + " does not fit batch and max_new_tokens");
   require(std::isfinite(p.softmax_scale) && p.softmax_scale > 0.0f, context,
           "softmax_scale must be positive and finite (resolve the 1/sqrt(d) default first)");
-  require(p.total_splits >= p.batch && p.total_splits <= 0x7fffffff, context,
-          "total_splits=" + std::to_string(p.total_splits) + " must be in [batch, 2^31)");
+  require(p.plan != nullptr, context, "a launch plan is required (plan_decode_launch)");
+  const DecodeLaunchPlan& plan = *p.plan;
+  require(plan.cache == (int8 ? CacheKind::int8 : CacheKind::fp16) && plan.hq == p.hq && plan.hk == p.hk &&
+              plan.d == p.d && plan.max_new_tokens == p.max_new_tokens &&
+              plan.splits.split_offset.size() == static_cast<size_t>(p.batch) + 1,
+          context, "the launch plan was made for another cache or shape");
+  require(total_splits(p) >= p.batch && total_splits(p) <= 0x7fffffff, context,
+          "total_splits=" + std::to_string(total_splits(p)) + " must be in [batch, 2^31)");
   require(p.cache.batch == p.batch && p.cache.hk == p.hk && p.cache.d == p.d, context,
           "the cache view has batch=" + std::to_string(p.cache.batch) + " hk=" + std::to_string(p.cache.hk) +
               " d=" + std::to_string(p.cache.d));
@@ -63,33 +69,13 @@ bool validate(const DecodeParams& p, bool int8, const std::string& context) {
   } else {
     require(p.cache.k && p.cache.v, context, "an FP16 cache needs k and v");
   }
-  require(p.total_splits == p.batch || (p.workspace && p.arrivals), context,
+  require(!plan.splits.has_cuts() || (p.workspace && p.arrivals), context,
           "workspace and arrivals are required when a sequence has more than one split "
           "(decode_workspace_bytes, decode_arrival_bytes)");
   return true;
 }
 
-// The current device's multiprocessors (the wave size of the combine's choices).
-int current_sm_count(const std::string& context) {
-  int device = 0, sms = 0;
-  TILEMIX_CUDA_CHECK(cudaGetDevice(&device), context);
-  TILEMIX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), context);
-  return sms;
-}
-
-// What the combine of a call with several splits per sequence waits for (`p.combine_wait`
-// resolved). Automatic: per sequence only when sequences end at different times, i.e. several
-// sequences over several waves (decode v13: -3% at 16k x 64 x 16 new tokens; within one wave, or
-// with a single sequence, up to 3% slower than the wait for the grid).
-DecodeCombineWait resolve_combine(const DecodeParams& p, DecodeCache cache, int rows, DecodeMainloop mainloop,
-                                  int head_chunks, int sm_count) {
-  if (p.combine_wait != DecodeCombineWait::automatic) return p.combine_wait;
-  const int64_t wave = static_cast<int64_t>(sm_count) * decode_resident_ctas(cache, rows, mainloop);
-  const bool spans_waves = p.total_splits * p.hk * head_chunks > wave;
-  return p.batch > 1 && spans_waves ? DecodeCombineWait::sequence : DecodeCombineWait::grid;
-}
-
-template <int kHeadDim, DecodeCache kCache>
+template <int kHeadDim, CacheKind kCache>
 void launch_rows(int rows, const DecodeKernelParams& k, int64_t total_splits, void* stream,
                  const std::string& context) {
   switch (decode_row_config(rows)) {
@@ -104,11 +90,8 @@ void launch_rows(int rows, const DecodeKernelParams& k, int64_t total_splits, vo
 void run(const DecodeParams& p, bool int8, void* stream, const char* name) {
   const std::string context = describe(p, name);
   if (!validate(p, int8, context)) return;
-  const int heads_per_kv = p.hq / p.hk;
-  const int heads_per_cta = decode_heads_per_cta(p.hq, p.hk, p.max_new_tokens);
-  const int head_chunks = decode_head_chunks(p.hq, p.hk, p.max_new_tokens);
-  require(p.total_splits * p.hk * head_chunks <= 0x7fffffff, context,
-          "total splits x hk x head chunks exceeds the grid");
+  const DecodeLaunchPlan& plan = *p.plan;
+  require(plan.ctas <= 0x7fffffff, context, "total splits x hk x head chunks exceeds the grid");
 
   DecodeKernelParams k{};
   k.q = static_cast<const __half*>(p.q);
@@ -127,57 +110,42 @@ void run(const DecodeParams& p, bool int8, void* stream, const char* name) {
   k.split_offset = p.split_offset;
   k.split_first_tile = p.split_first_tile;
   k.timeline = p.timeline;
-  const bool has_combine = p.total_splits > p.batch;
-  if (has_combine) {
-    const size_t rows = static_cast<size_t>(p.total_splits) * p.hq * kMaxDecodeTokens;
+  const int64_t splits = plan.splits.total_splits();
+  if (plan.splits.has_cuts()) {
+    const size_t rows = static_cast<size_t>(splits) * p.hq * kMaxDecodeTokens;
     k.ws_ml = static_cast<float2*>(p.workspace);
     k.ws_o = reinterpret_cast<float*>(k.ws_ml + rows);
     k.arrivals = p.arrivals;
   }
-  const int rows = decode_cta_rows(p.hq, p.hk, p.max_new_tokens);
-  const DecodeCache cache = int8 ? DecodeCache::int8 : DecodeCache::fp16;
-  const DecodeMainloop mainloop = decode_mainloop(p.mainloop, cache, p.d, rows);
-  const int sm_count = has_combine ? current_sm_count(context) : 0;
-  const DecodeCombineWait combine = has_combine ? resolve_combine(p, cache, rows, mainloop, head_chunks, sm_count)
-                                                : DecodeCombineWait::automatic;
-  k.per_sequence_combine = combine == DecodeCombineWait::sequence;
+  k.per_sequence_combine = plan.combine == DecodeCombineWait::sequence;
   k.total_new = p.total_new;
-  k.total_splits = p.total_splits;
+  k.total_splits = splits;
   k.cache_row_bytes = static_cast<int64_t>(p.hk) * p.d * (int8 ? 1 : 2);
   k.batch = p.batch;
   k.hq = p.hq;
   k.hk = p.hk;
-  k.heads_per_kv = heads_per_kv;
-  k.heads_per_cta = heads_per_cta;
-  k.head_chunks = head_chunks;
+  k.heads_per_kv = p.hq / p.hk;
+  k.heads_per_cta = plan.heads_per_cta;
+  k.head_chunks = plan.head_chunks;
   k.scale_log2 = p.softmax_scale * kLog2e;  // fp32 product, as the emulator forms it
 
-  if (mainloop == DecodeMainloop::wgmma) {
-    require(decode_wgmma_applies(cache, p.d, rows), context,
+  if (plan.mainloop == DecodeMainloop::wgmma) {
+    require(decode_wgmma_applies(plan.cache, p.d, plan.cta_rows), context,
             "the wgmma mainloop needs the INT8 cache, d=128 and at most 64 query rows per CTA (got " +
-                std::string(int8 ? "int8" : "fp16") + ", d=" + std::to_string(p.d) + ", " + std::to_string(rows) +
-                " rows)");
-    launch_decode_wgmma(k, p.routes, p.total_splits, stream, context);
+                std::string(int8 ? "int8" : "fp16") + ", d=" + std::to_string(p.d) + ", " +
+                std::to_string(plan.cta_rows) + " rows)");
+    launch_decode_wgmma(k, p.routes, splits, stream, context);
   } else if (int8) {
-    p.d == 64 ? launch_rows<64, DecodeCache::int8>(rows, k, p.total_splits, stream, context)
-              : launch_rows<128, DecodeCache::int8>(rows, k, p.total_splits, stream, context);
+    p.d == 64 ? launch_rows<64, CacheKind::int8>(plan.cta_rows, k, splits, stream, context)
+              : launch_rows<128, CacheKind::int8>(plan.cta_rows, k, splits, stream, context);
   } else {
-    p.d == 64 ? launch_rows<64, DecodeCache::fp16>(rows, k, p.total_splits, stream, context)
-              : launch_rows<128, DecodeCache::fp16>(rows, k, p.total_splits, stream, context);
+    p.d == 64 ? launch_rows<64, CacheKind::fp16>(plan.cta_rows, k, splits, stream, context)
+              : launch_rows<128, CacheKind::fp16>(plan.cta_rows, k, splits, stream, context);
   }
-  if (has_combine) launch_decode_combine(k, p.d, sm_count, stream, context);
+  if (plan.splits.has_cuts()) launch_decode_combine(k, p.d, plan.sm_count, stream, context);
 }
 
 }  // namespace
-
-DecodeCombineWait decode_combine_used(const DecodeParams& p, bool int8_cache) {
-  const std::string context = describe(p, "decode_combine_used");
-  if (!validate(p, int8_cache, context) || p.total_splits == p.batch) return DecodeCombineWait::automatic;
-  const int rows = decode_cta_rows(p.hq, p.hk, p.max_new_tokens);
-  const DecodeCache cache = int8_cache ? DecodeCache::int8 : DecodeCache::fp16;
-  return resolve_combine(p, cache, rows, decode_mainloop(p.mainloop, cache, p.d, rows),
-                         decode_head_chunks(p.hq, p.hk, p.max_new_tokens), current_sm_count(context));
-}
 
 void decode_int8(const DecodeParams& p, void* stream) { run(p, true, stream, "decode_int8"); }
 void decode_fp16(const DecodeParams& p, void* stream) { run(p, false, stream, "decode_fp16"); }

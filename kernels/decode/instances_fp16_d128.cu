@@ -3,15 +3,10 @@
 
 namespace tilemix::gpu {
 
-template void launch_decode<128, 8, DecodeCache::fp16>(const DecodeKernelParams&, int64_t, void*,
-                                                         const std::string&);
-template void launch_decode<128, 16, DecodeCache::fp16>(const DecodeKernelParams&, int64_t, void*,
-                                                         const std::string&);
-template void launch_decode<128, 32, DecodeCache::fp16>(const DecodeKernelParams&, int64_t, void*,
-                                                         const std::string&);
-template void launch_decode<128, 64, DecodeCache::fp16>(const DecodeKernelParams&, int64_t, void*,
-                                                         const std::string&);
-template void launch_decode<128, 128, DecodeCache::fp16>(const DecodeKernelParams&, int64_t, void*,
-                                                         const std::string&);
+template void launch_decode<128, 8, CacheKind::fp16>(const DecodeKernelParams&, int64_t, void*, const std::string&);
+template void launch_decode<128, 16, CacheKind::fp16>(const DecodeKernelParams&, int64_t, void*, const std::string&);
+template void launch_decode<128, 32, CacheKind::fp16>(const DecodeKernelParams&, int64_t, void*, const std::string&);
+template void launch_decode<128, 64, CacheKind::fp16>(const DecodeKernelParams&, int64_t, void*, const std::string&);
+template void launch_decode<128, 128, CacheKind::fp16>(const DecodeKernelParams&, int64_t, void*, const std::string&);
 
 }  // namespace tilemix::gpu

@@ -3,15 +3,10 @@
 
 namespace tilemix::gpu {
 
-template void launch_decode<64, 8, DecodeCache::fp16>(const DecodeKernelParams&, int64_t, void*,
-                                                         const std::string&);
-template void launch_decode<64, 16, DecodeCache::fp16>(const DecodeKernelParams&, int64_t, void*,
-                                                         const std::string&);
-template void launch_decode<64, 32, DecodeCache::fp16>(const DecodeKernelParams&, int64_t, void*,
-                                                         const std::string&);
-template void launch_decode<64, 64, DecodeCache::fp16>(const DecodeKernelParams&, int64_t, void*,
-                                                         const std::string&);
-template void launch_decode<64, 128, DecodeCache::fp16>(const DecodeKernelParams&, int64_t, void*,
-                                                         const std::string&);
+template void launch_decode<64, 8, CacheKind::fp16>(const DecodeKernelParams&, int64_t, void*, const std::string&);
+template void launch_decode<64, 16, CacheKind::fp16>(const DecodeKernelParams&, int64_t, void*, const std::string&);
+template void launch_decode<64, 32, CacheKind::fp16>(const DecodeKernelParams&, int64_t, void*, const std::string&);
+template void launch_decode<64, 64, CacheKind::fp16>(const DecodeKernelParams&, int64_t, void*, const std::string&);
+template void launch_decode<64, 128, CacheKind::fp16>(const DecodeKernelParams&, int64_t, void*, const std::string&);
 
 }  // namespace tilemix::gpu

@@ -3,15 +3,10 @@
 
 namespace tilemix::gpu {
 
-template void launch_decode<128, 8, DecodeCache::int8>(const DecodeKernelParams&, int64_t, void*,
-                                                         const std::string&);
-template void launch_decode<128, 16, DecodeCache::int8>(const DecodeKernelParams&, int64_t, void*,
-                                                         const std::string&);
-template void launch_decode<128, 32, DecodeCache::int8>(const DecodeKernelParams&, int64_t, void*,
-                                                         const std::string&);
-template void launch_decode<128, 64, DecodeCache::int8>(const DecodeKernelParams&, int64_t, void*,
-                                                         const std::string&);
-template void launch_decode<128, 128, DecodeCache::int8>(const DecodeKernelParams&, int64_t, void*,
-                                                         const std::string&);
+template void launch_decode<128, 8, CacheKind::int8>(const DecodeKernelParams&, int64_t, void*, const std::string&);
+template void launch_decode<128, 16, CacheKind::int8>(const DecodeKernelParams&, int64_t, void*, const std::string&);
+template void launch_decode<128, 32, CacheKind::int8>(const DecodeKernelParams&, int64_t, void*, const std::string&);
+template void launch_decode<128, 64, CacheKind::int8>(const DecodeKernelParams&, int64_t, void*, const std::string&);
+template void launch_decode<128, 128, CacheKind::int8>(const DecodeKernelParams&, int64_t, void*, const std::string&);
 
 }  // namespace tilemix::gpu

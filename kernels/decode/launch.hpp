@@ -11,7 +11,7 @@ struct DecodeKernelParams;
 
 // One split-K decode launch: a 1-D grid of total splits x hk x head chunks CTAs, the KV heads
 // and head chunks of one split adjacent.
-template <int kHeadDim, int kRows, DecodeCache kCache>
+template <int kHeadDim, int kRows, CacheKind kCache>
 void launch_decode(const DecodeKernelParams& p, int64_t total_splits, void* stream, const std::string& context);
 
 // The wgmma decode kernel (INT8 cache, d = 128, up to kDecodeWgmmaRows rows per CTA), the instance

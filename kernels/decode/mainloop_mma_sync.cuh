@@ -518,7 +518,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   finish_timeline(p, blk, Cfg::kInt8);
 }
 
-template <int kHeadDim, int kRows, DecodeCache kCache>
+template <int kHeadDim, int kRows, CacheKind kCache>
 void launch_decode(const DecodeKernelParams& p, int64_t total_splits, void* stream, const std::string& context) {
   using Cfg = DecodeConfig<kHeadDim, kRows, kCache>;
   constexpr int kSmemBytes = DecodeSmem<Cfg>::kAllocBytes;

@@ -31,6 +31,10 @@ DecodeRoutes decode_routes(const DecodeShape& shape, const std::vector<uint64_t>
   return int8 ? DecodeRoutes::all_int8 : DecodeRoutes::all_fp16;
 }
 
+namespace {
+
+// Query heads one CTA serves: all of a KV head's, unless heads x max new tokens pass
+// gpu::kDecodeMaxRows rows.
 int decode_heads_per_cta(int hq, int hk, int max_new_tokens) {
   if (hk < 1 || hq % hk != 0 || max_new_tokens < 1 || max_new_tokens > kMaxDecodeTokens) {
     throw std::invalid_argument("decode_heads_per_cta: needs hq a multiple of hk and 1..16 new tokens");
@@ -38,16 +42,11 @@ int decode_heads_per_cta(int hq, int hk, int max_new_tokens) {
   return std::min(hq / hk, gpu::kDecodeMaxRows / max_new_tokens);
 }
 
-int decode_cta_rows(int hq, int hk, int max_new_tokens) {
-  return decode_heads_per_cta(hq, hk, max_new_tokens) * max_new_tokens;
-}
-
+// CTAs per (KV head, split): ceil(hq / hk / decode_heads_per_cta).
 int decode_head_chunks(int hq, int hk, int max_new_tokens) {
   const int per_cta = decode_heads_per_cta(hq, hk, max_new_tokens);
   return (hq / hk + per_cta - 1) / per_cta;
 }
-
-namespace {
 
 // Fixed cost of a decode CTA in key tiles: Q load and quantization and the pipeline fill (one
 // tile), and for a sequence with several splits writing and combining its partial state (one more).
@@ -179,45 +178,6 @@ DecodeSplitPlan make_decode_split_plan(const DecodeShape& shape, int sm_count, i
   return plan;
 }
 
-std::pair<int64_t, int64_t> DecodeSplitPlan::tile_range(int b, int s, int64_t tiles) const {
-  if (splits(b) == 1) return {0, tiles};
-  if (!first_tile.empty()) {
-    const int64_t g = split_offset[b] + s;
-    return {first_tile[g], s + 1 < splits(b) ? first_tile[g + 1] : tiles};
-  }
-  const int64_t first = static_cast<int64_t>(s) * tiles_per_split;
-  return {first, std::min(tiles, first + tiles_per_split)};
-}
-
-bool DecodeSplitPlan::fits(const DecodeShape& shape) const {
-  if (tiles_per_split < 1 || split_offset.size() != shape.cache_len.size() + 1 || split_offset[0] != 0) return false;
-  if (!first_tile.empty() && static_cast<int64_t>(first_tile.size()) != total_splits()) return false;
-  for (int b = 0; b < shape.batch(); ++b) {
-    const int64_t tiles = decode_key_tiles(shape.cache_len[b]);
-    if (splits(b) < 1) return false;
-    if (first_tile.empty()) {
-      if (splits(b) != 1 && splits(b) != (tiles + tiles_per_split - 1) / tiles_per_split) return false;
-      continue;
-    }
-    if (splits(b) > std::max<int64_t>(1, tiles) || first_tile[split_offset[b]] != 0) return false;
-    for (int s = 1; s < splits(b); ++s) {
-      const int64_t first = first_tile[split_offset[b] + s];
-      if (first <= first_tile[split_offset[b] + s - 1] || first >= tiles) return false;
-    }
-  }
-  return true;
-}
-
-std::vector<int32_t> DecodeSplitPlan::first_tiles(const DecodeShape& shape) const {
-  std::vector<int32_t> firsts;
-  firsts.reserve(static_cast<size_t>(total_splits()));
-  for (int b = 0; b < shape.batch(); ++b) {
-    const int64_t tiles = decode_key_tiles(shape.cache_len[b]);
-    for (int s = 0; s < splits(b); ++s) firsts.push_back(static_cast<int32_t>(tile_range(b, s, tiles).first));
-  }
-  return firsts;
-}
-
 void balance_decode_splits(DecodeSplitPlan& plan, const DecodeShape& shape,
                            const std::function<double(int b, int64_t tile)>& tile_cost) {
   if (plan.split_offset.size() != shape.cache_len.size() + 1 || plan.split_offset[0] != 0) {
@@ -265,40 +225,61 @@ DecodeSplitPlan fixed_decode_split_plan(const DecodeShape& shape, int tiles_per_
   return plan;
 }
 
+DecodeLaunchChoices decode_launch_choices(const DecodeCaseSpec& spec) {
+  DecodeLaunchChoices choices;
+  choices.tiles_per_split = spec.tiles_per_split;
+  choices.mainloop = spec.mainloop;
+  choices.combine = spec.combine;
+  return choices;
+}
+
 namespace {
 
-gpu::DecodeCache cache_of(CacheKind kind) {
-  return kind == CacheKind::int8 ? gpu::DecodeCache::int8 : gpu::DecodeCache::fp16;
-}
-
-}  // namespace
-
-DecodeMainloop decode_resolved_mainloop(CacheKind kind, const DecodeShape& shape, DecodeMainloop requested) {
-  return gpu::decode_mainloop(requested, cache_of(kind), shape.d,
-                              decode_cta_rows(shape.hq, shape.hk, shape.max_new_tokens()));
-}
-
-int decode_resident_ctas(CacheKind kind, const DecodeShape& shape, DecodeMainloop requested) {
-  return gpu::decode_resident_ctas(cache_of(kind), decode_cta_rows(shape.hq, shape.hk, shape.max_new_tokens()),
-                                   decode_resolved_mainloop(kind, shape, requested));
-}
-
-double decode_fp16_tile_cost(CacheKind kind, const DecodeShape& shape, DecodeMainloop requested) {
-  return gpu::decode_fp16_tile_cost(cache_of(kind), decode_resolved_mainloop(kind, shape, requested));
-}
-
-DecodeSplitPlan decode_split_plan(const DecodeShape& shape, CacheKind kind, int sm_count, int tiles_per_split,
-                                  DecodeMainloop mainloop, const RoutingPlan* routing) {
-  if (tiles_per_split > 0) return fixed_decode_split_plan(shape, tiles_per_split);
-  if (kind == CacheKind::fp16) mainloop = DecodeMainloop::mma_sync;
-  DecodeSplitPlan plan = make_decode_split_plan(shape, sm_count, decode_resident_ctas(kind, shape, mainloop));
-  const double fp16_cost = decode_fp16_tile_cost(kind, shape, mainloop);
-  if (routing != nullptr && fp16_cost != 1.0 && plan.total_splits() > shape.batch()) {
-    balance_decode_splits(plan, shape, [&](int b, int64_t tile) {
+// The splits of a launch whose other parts are resolved: fixed, given, or sized by the waves of
+// the plan's resident CTAs and balanced by the kernel's route costs.
+DecodeSplitPlan launch_splits(const DecodeLaunchPlan& plan, const DecodeShape& shape,
+                              const DecodeLaunchChoices& choices, const RoutingPlan* routing) {
+  if (choices.splits) return *choices.splits;
+  if (choices.tiles_per_split > 0) return fixed_decode_split_plan(shape, choices.tiles_per_split);
+  DecodeSplitPlan splits = make_decode_split_plan(shape, plan.sm_count, plan.resident_ctas);
+  const double fp16_cost = gpu::decode_fp16_tile_cost(plan.cache, plan.mainloop);
+  if (routing != nullptr && fp16_cost != 1.0 && splits.has_cuts()) {
+    balance_decode_splits(splits, shape, [&](int b, int64_t tile) {
       int fp16_heads = 0;
       for (int h = 0; h < shape.hk; ++h) fp16_heads += routing->int8_route(h, b, 0, static_cast<int>(tile)) ? 0 : 1;
       return 1.0 + (fp16_cost - 1.0) * fp16_heads / shape.hk;
     });
+  }
+  return splits;
+}
+
+}  // namespace
+
+// The combine waits per sequence only where sequences end at different times, i.e. several
+// sequences over several waves (decode v13: -3% at 16k x 64 x 16 new tokens; within one wave, or
+// with a single sequence, up to 3% slower than the wait for the grid).
+DecodeLaunchPlan plan_decode_launch(const DecodeShape& shape, CacheKind cache, int sm_count,
+                                    const DecodeLaunchChoices& choices, const RoutingPlan* routing) {
+  DecodeLaunchPlan plan;
+  plan.cache = cache;
+  plan.hq = shape.hq;
+  plan.hk = shape.hk;
+  plan.d = shape.d;
+  plan.max_new_tokens = shape.max_new_tokens();
+  plan.sm_count = sm_count;
+  plan.heads_per_cta = decode_heads_per_cta(shape.hq, shape.hk, plan.max_new_tokens);
+  plan.head_chunks = decode_head_chunks(shape.hq, shape.hk, plan.max_new_tokens);
+  plan.cta_rows = plan.heads_per_cta * plan.max_new_tokens;
+  const DecodeMainloop requested = cache == CacheKind::int8 ? choices.mainloop : DecodeMainloop::mma_sync;
+  plan.mainloop = gpu::decode_mainloop(requested, cache, shape.d, plan.cta_rows);
+  plan.resident_ctas = gpu::decode_resident_ctas(cache, plan.cta_rows, plan.mainloop);
+  plan.splits = launch_splits(plan, shape, choices, routing);
+  plan.ctas = plan.splits.total_splits() * shape.hk * plan.head_chunks;
+  if (plan.splits.has_cuts()) {
+    const bool spans_waves = plan.ctas > static_cast<int64_t>(sm_count) * plan.resident_ctas;
+    plan.combine = choices.combine != DecodeCombineWait::automatic ? choices.combine
+                   : shape.batch() > 1 && spans_waves            ? DecodeCombineWait::sequence
+                                                                 : DecodeCombineWait::grid;
   }
   return plan;
 }

@@ -10,7 +10,6 @@
 #include "core/decode/decode_shape.hpp"
 #include "core/error.hpp"
 #include "tests/reference/attention_fixtures.hpp"
-#include "tilemix/decode.hpp"
 
 using namespace tilemix;
 using namespace tilemix::testing;

@@ -1,7 +1,7 @@
 // The decode kernels against the CPU side: kv_append bit for bit against append_tokens (codes,
 // scales and FP16 tokens, partly filled blocks growing over several appends), and the split-K
 // decode over the INT8 and the FP16 cache tightly against emulate_decode_int8 / _fp16 with the
-// same split plans: cache lengths 1, 63, 64, 65 and 3000, new tokens 1 to 16, GQA 1 to 16 (head
+// cuts of the same launch plans: cache lengths 1, 63, 64, 65 and 3000, new tokens 1 to 16, GQA 1 to 16 (head
 // chunks past 128 query rows), d 64 and 128, layouts zero, one, band and sptrans; zero block
 // scales and zero queries beside illegal keys; and a flipped routing bit is caught.
 #include <catch2/catch.hpp>
@@ -15,6 +15,7 @@
 #include "core/config/experiment.hpp"
 #include "core/decode/decode_case.hpp"
 #include "core/problem.hpp"
+#include "kernels/decode/plan.hpp"
 #include "reference/decode_emulator.hpp"
 #include "tests/kernels/gpu_checks.hpp"
 #include "tests/reference/attention_fixtures.hpp"
@@ -46,8 +47,20 @@ PreparedDecode prepare(const DecodeShape& shape, LayoutKind layout, double ratio
   return prepare_decode(spec);
 }
 
+// The INT8 cache's cuts on this device.
 DecodeSplitPlan device_split_plan(const DecodeShape& shape) {
-  return decode_split_plan(shape, CacheKind::int8, gpu::device_info(0).sm_count);
+  return plan_decode_launch(shape, CacheKind::int8, gpu::device_info(0).sm_count).splits;
+}
+
+// The launch of `cache` on this device with the cuts `splits`.
+DecodeLaunchPlan launch_of(const DecodeShape& shape, CacheKind cache, const DecodeSplitPlan& splits,
+                           DecodeMainloop mainloop = DecodeMainloop::automatic,
+                           DecodeCombineWait combine = DecodeCombineWait::automatic) {
+  DecodeLaunchChoices choices;
+  choices.mainloop = mainloop;
+  choices.combine = combine;
+  choices.splits = splits;
+  return plan_decode_launch(shape, cache, gpu::device_info(0).sm_count, choices);
 }
 
 Agreement agreement(const DecodeOutput& got, const DecodeResult& want) {
@@ -194,20 +207,19 @@ TEST_CASE("decode over the INT8 and FP16 caches matches the emulator", "[gpu][de
           INFO("layout=" << to_string(route.layout) << " coverage=" << pd.plan.coverage.groups()
                          << " tiles_per_split=" << splits.tiles_per_split
                          << " splits=" << splits.total_splits());
-          DecodeGpu gpu(pd, splits);
+          DecodeGpu gpu(pd, launch_of(shape, CacheKind::int8, splits));
           if (route.layout == LayoutKind::zero) CHECK(gpu.routes() == DecodeRoutes::all_fp16);
           if (route.layout == LayoutKind::one) CHECK(gpu.routes() == DecodeRoutes::all_int8);
           const DecodeResult expected = emulate_decode_int8(shape, pd.q, pd.int8, pd.plan, splits);
           // Both mainloops where the wgmma one applies (d = 128, at most 64 rows per CTA).
           std::vector<DecodeMainloop> mainloops = {DecodeMainloop::mma_sync};
-          const int rows = decode_cta_rows(pr.hq, pr.hk, shape.max_new_tokens());
-          if (gpu::decode_wgmma_applies(gpu::DecodeCache::int8, pr.d, rows)) mainloops.push_back(DecodeMainloop::wgmma);
+          const int rows = gpu.launch_plan().cta_rows;
+          if (gpu::decode_wgmma_applies(CacheKind::int8, pr.d, rows)) mainloops.push_back(DecodeMainloop::wgmma);
           for (DecodeMainloop mainloop : mainloops) {
-            gpu.set_mainloop(mainloop);
             // Both ways for the combine to wait (the automatic choice depends on the grid's waves).
             for (DecodeCombineWait wait : {DecodeCombineWait::grid, DecodeCombineWait::sequence}) {
-              gpu.set_combine_wait(wait);
-              const Agreement a = agreement(gpu.run(CacheKind::int8), expected);
+              gpu.set_launch_plan(launch_of(shape, CacheKind::int8, splits, mainloop, wait));
+              const Agreement a = agreement(gpu.run(), expected);
               INFO("mainloop " << to_string(mainloop) << ", combine waits for " << to_string(wait) << ": "
                                << a.describe());
               CHECK(tight(a));
@@ -219,14 +231,15 @@ TEST_CASE("decode over the INT8 and FP16 caches matches the emulator", "[gpu][de
               // The wgmma instance that holds both routes, on words of one kind.
               const DecodeRoutes claimed = gpu.routes();
               gpu.set_routes(DecodeRoutes::mixed);
-              const Agreement m = agreement(gpu.run(CacheKind::int8), expected);
+              const Agreement m = agreement(gpu.run(), expected);
               INFO("wgmma instance for mixed routes: " << m.describe());
               CHECK(tight(m));
               gpu.set_routes(claimed);
             }
           }
           if (route.layout == LayoutKind::zero) {
-            const Agreement f = agreement(gpu.run(CacheKind::fp16), emulate_decode_fp16(shape, pd.q, pd.fp16, splits));
+            gpu.set_launch_plan(launch_of(shape, CacheKind::fp16, splits));
+            const Agreement f = agreement(gpu.run(), emulate_decode_fp16(shape, pd.q, pd.fp16, splits));
             INFO("fp16 cache: " << f.describe());
             CHECK(tight(f));
           }
@@ -247,15 +260,16 @@ TEST_CASE("decode combines the splits of calls with many rows", "[gpu][decode]")
   const PreparedDecode pd = prepare(shape, LayoutKind::sptrans, 0.5, InputKind::gaussian, 23);
   for (int tiles_per_split : {3, 1}) {
     const DecodeSplitPlan splits = fixed_decode_split_plan(shape, tiles_per_split);
-    DecodeGpu gpu(pd, splits);
+    DecodeGpu gpu(pd, launch_of(shape, CacheKind::int8, splits));
     const DecodeResult expected = emulate_decode_int8(shape, pd.q, pd.int8, pd.plan, splits);
     const DecodeResult expected16 = emulate_decode_fp16(shape, pd.q, pd.fp16, splits);
     for (DecodeCombineWait wait : {DecodeCombineWait::grid, DecodeCombineWait::sequence}) {
-      gpu.set_combine_wait(wait);
-      const Agreement a = agreement(gpu.run(CacheKind::int8), expected);
+      gpu.set_launch_plan(launch_of(shape, CacheKind::int8, splits, DecodeMainloop::automatic, wait));
+      const Agreement a = agreement(gpu.run(), expected);
       INFO("tiles_per_split " << tiles_per_split << ", combine waits for " << to_string(wait) << ": " << a.describe());
       CHECK(tight(a));
-      const Agreement f = agreement(gpu.run(CacheKind::fp16), expected16);
+      gpu.set_launch_plan(launch_of(shape, CacheKind::fp16, splits, DecodeMainloop::automatic, wait));
+      const Agreement f = agreement(gpu.run(), expected16);
       INFO("fp16 cache: " << f.describe());
       CHECK(tight(f));
       const std::vector<unsigned> counts = gpu.arrival_counts();
@@ -274,10 +288,13 @@ TEST_CASE("decode timelines hold one row per CTA of the call", "[gpu][decode]") 
     const DecodeShape shape = make_decode_shape(32, 8, 128, lengths, std::vector<int64_t>(lengths.size(), n));
     const PreparedDecode pd = prepare(shape, LayoutKind::band, 0.5, InputKind::gaussian, 29);
     const DecodeSplitPlan splits = fixed_decode_split_plan(shape, 7);
-    DecodeGpu gpu(pd, splits);
+    DecodeGpu gpu(pd, launch_of(shape, CacheKind::int8, splits));
     for (CacheKind kind : {CacheKind::int8, CacheKind::fp16}) {
-      INFO("new tokens " << n << ", " << (kind == CacheKind::int8 ? "int8" : "fp16") << " cache");
-      const auto rows = gpu.timeline([&] { gpu.launch(kind); });
+      INFO("new tokens " << n << ", " << to_string(kind) << " cache");
+      gpu.set_launch_plan(launch_of(shape, kind, splits));
+      const auto rows = gpu.timeline([&] { gpu.launch(); });
+      // The grid is the launch plan's.
+      REQUIRE(static_cast<int64_t>(rows.size()) == gpu.launch_plan().ctas);
       REQUIRE(static_cast<int64_t>(rows.size()) == splits.total_splits() * shape.hk);
       int64_t position = 0;
       for (int b = 0; b < shape.batch(); ++b) {
@@ -305,7 +322,8 @@ TEST_CASE("decode timelines hold one row per CTA of the call", "[gpu][decode]") 
       }
     }
     // The calls without a timeline still match the emulator.
-    CHECK(tight(agreement(gpu.run(CacheKind::int8), emulate_decode_int8(shape, pd.q, pd.int8, pd.plan, splits))));
+    gpu.set_launch_plan(launch_of(shape, CacheKind::int8, splits));
+    CHECK(tight(agreement(gpu.run(), emulate_decode_int8(shape, pd.q, pd.int8, pd.plan, splits))));
   }
 }
 
@@ -331,15 +349,16 @@ TEST_CASE("decode keeps zero scales finite next to illegal keys", "[gpu][decode]
       std::fill_n(pd.q.begin() + (static_cast<size_t>(token) * shape.hq + 5) * d, d, uint16_t{0});
     }
     const DecodeSplitPlan splits = device_split_plan(shape);
-    DecodeGpu gpu(pd, splits);
+    DecodeGpu gpu(pd, launch_of(shape, CacheKind::int8, splits));
     const DecodeResult expected = emulate_decode_int8(shape, pd.q, pd.int8, pd.plan, splits);
     for (DecodeMainloop mainloop : {DecodeMainloop::mma_sync, DecodeMainloop::wgmma}) {
-      gpu.set_mainloop(mainloop);
-      const Agreement a = agreement(gpu.run(CacheKind::int8), expected);
+      gpu.set_launch_plan(launch_of(shape, CacheKind::int8, splits, mainloop));
+      const Agreement a = agreement(gpu.run(), expected);
       INFO("layout " << to_string(layout) << ", mainloop " << to_string(mainloop) << ": " << a.describe());
       CHECK(tight(a));
     }
-    const Agreement f = agreement(gpu.run(CacheKind::fp16), emulate_decode_fp16(shape, pd.q, pd.fp16, splits));
+    gpu.set_launch_plan(launch_of(shape, CacheKind::fp16, splits));
+    const Agreement f = agreement(gpu.run(), emulate_decode_fp16(shape, pd.q, pd.fp16, splits));
     INFO("fp16 cache: " << f.describe());
     CHECK(tight(f));
   }
@@ -363,17 +382,18 @@ TEST_CASE("decode keeps FP16 P finite at the largest V under the lazy reference"
     for (LayoutKind layout : {LayoutKind::one, LayoutKind::zero}) {
       const PreparedDecode pd = unit_query_problem(shape, layout, k, v);
       const DecodeSplitPlan splits = fixed_decode_split_plan(shape, 2);
-      DecodeGpu gpu(pd, splits);
+      DecodeGpu gpu(pd, launch_of(shape, CacheKind::int8, splits));
       const DecodeResult expected = emulate_decode_int8(shape, pd.q, pd.int8, pd.plan, splits);
       for (DecodeMainloop mainloop : {DecodeMainloop::mma_sync, DecodeMainloop::wgmma}) {
-        gpu.set_mainloop(mainloop);
-        const Agreement a = agreement(gpu.run(CacheKind::int8), expected);
+        gpu.set_launch_plan(launch_of(shape, CacheKind::int8, splits, mainloop));
+        const Agreement a = agreement(gpu.run(), expected);
         INFO("jump " << jump << ", layout " << to_string(layout) << ", mainloop " << to_string(mainloop) << ": "
                      << a.describe());
         CHECK(a.dev.nonfinite == 0);
         CHECK(tight(a));
       }
-      const Agreement f = agreement(gpu.run(CacheKind::fp16), emulate_decode_fp16(shape, pd.q, pd.fp16, splits));
+      gpu.set_launch_plan(launch_of(shape, CacheKind::fp16, splits));
+      const Agreement f = agreement(gpu.run(), emulate_decode_fp16(shape, pd.q, pd.fp16, splits));
       INFO("jump " << jump << ", fp16 cache: " << f.describe());
       CHECK(f.dev.nonfinite == 0);
       CHECK(tight(f));
@@ -414,15 +434,16 @@ TEST_CASE("decode: under the lazy reference a key far below a later maximum keep
   for (LayoutKind layout : {LayoutKind::zero, LayoutKind::one}) {
     const PreparedDecode pd = unit_query_problem(shape, layout, k, v);
     const DecodeSplitPlan splits = fixed_decode_split_plan(shape, 2);
-    DecodeGpu gpu(pd, splits);
+    DecodeGpu gpu(pd, launch_of(shape, CacheKind::int8, splits));
     for (DecodeMainloop mainloop : {DecodeMainloop::mma_sync, DecodeMainloop::wgmma}) {
-      gpu.set_mainloop(mainloop);
-      const DecodeOutput got = gpu.run(CacheKind::int8);
+      gpu.set_launch_plan(launch_of(shape, CacheKind::int8, splits, mainloop));
+      const DecodeOutput got = gpu.run();
       INFO("layout " << to_string(layout) << ", mainloop " << to_string(mainloop) << ": o[0] of row 0 "
                      << half_to_float(got.o[0]) << ", exact " << expected);
       CHECK(o0_within(got) == 0);
     }
-    const DecodeOutput got16 = gpu.run(CacheKind::fp16);
+    gpu.set_launch_plan(launch_of(shape, CacheKind::fp16, splits));
+    const DecodeOutput got16 = gpu.run();
     INFO("fp16 cache: o[0] of row 0 " << half_to_float(got16.o[0]) << ", exact " << expected);
     CHECK(o0_within(got16) == 0);
   }
@@ -442,9 +463,9 @@ TEST_CASE("decode honours every routing bit", "[gpu][decode]") {
   words[0] ^= 1ull;
   set_explicit_words(flipped, words, "flipped word");
 
-  DecodeGpu gpu(pd, splits);
+  DecodeGpu gpu(pd, launch_of(shape, CacheKind::int8, splits));
   gpu.set_routing(flipped, flipped.words);
-  const DecodeOutput got = gpu.run(CacheKind::int8);
+  const DecodeOutput got = gpu.run();
   const Agreement against_original = agreement(got, original);
   INFO("vs the unflipped emulator: " << against_original.describe());
   CHECK_FALSE(tight(against_original));

@@ -49,7 +49,9 @@ TEST_CASE("a decode call's resident bytes, allocated and measured, agree to the 
   spec.routing.geometry = kDecodeGeometry;
   spec.decode = dc;
   const PreparedDecode pd = prepare_decode(spec);
-  const DecodeGpu gpu(pd, fixed_decode_split_plan(pd.shape, 16));
+  DecodeLaunchChoices sixteen_tile_splits;
+  sixteen_tile_splits.tiles_per_split = 16;
+  const DecodeGpu gpu(pd, plan_decode_launch(pd.shape, CacheKind::int8, 132, sixteen_tile_splits));
   for (CacheKind kind : {CacheKind::int8, CacheKind::fp16}) {
     const int64_t allocated = gpu.resident_bytes(kind);
     const int64_t measured = gpu.resident_bytes(kind, gpu::MemoryCount::measured);

@@ -10,9 +10,11 @@
 #include "core/config/experiment.hpp"
 #include "core/decode/decode_case.hpp"
 #include "core/quant.hpp"
+#include "kernels/decode/plan.hpp"
 #include "reference/decode_emulator.hpp"
 #include "reference/exact.hpp"
 #include "tests/reference/attention_fixtures.hpp"
+#include "tests/reference/decode_fixtures.hpp"
 
 using namespace tilemix;
 using namespace tilemix::testing;
@@ -21,36 +23,6 @@ namespace {
 
 constexpr float kLog2e = 1.44269504088896340736f;
 constexpr float kLn2 = 0.69314718055994530942f;
-
-struct DecodeProblem {
-  CaseSpec spec;
-  PreparedDecode pd;
-};
-
-DecodeProblem make_problem(int hq, int hk, int d, const std::vector<int64_t>& cache_len,
-                           const std::vector<int64_t>& new_tokens, LayoutKind layout, double ratio, InputKind input,
-                           uint64_t seed, int append_steps = 2) {
-  DecodeProblem p;
-  DecodeCaseSpec dc;
-  dc.shape.hq = hq;
-  dc.shape.hk = hk;
-  dc.shape.d = d;
-  dc.shape.cache_len = cache_len;
-  dc.shape.new_tokens = new_tokens;
-  validate_decode(dc.shape);
-  dc.append_steps = append_steps;
-  p.spec.name = "decode";
-  p.spec.where = "test";
-  p.spec.shape = dc.shape.attention_shape();
-  p.spec.decode = dc;
-  p.spec.routing.layout = layout;
-  p.spec.routing.ratio = ratio;
-  p.spec.routing.seed = seed;
-  p.spec.input.kind = input;
-  p.spec.input.seed = seed;
-  p.pd = prepare_decode(p.spec);
-  return p;
-}
 
 // The decode routing plan of `layout` at `ratio` for shape s.
 RoutingPlan decode_plan(const DecodeShape& s, LayoutKind layout, double ratio = 0.0) {
@@ -65,15 +37,6 @@ RoutingPlan decode_plan(const DecodeShape& s, LayoutKind layout, double ratio = 
 // Every legal group of the problem on INT8 (`one`) or FP16, keeping the problem's data.
 RoutingPlan plan_with(const PreparedDecode& pd, LayoutKind layout, double ratio = 0.0) {
   return decode_plan(pd.shape, layout, ratio);
-}
-
-DecodeSplitPlan uniform_splits(const DecodeShape& s, int tiles_per_split) {
-  DecodeSplitPlan p;
-  p.tiles_per_split = tiles_per_split;
-  std::vector<int64_t> splits;
-  for (int64_t len : s.cache_len) splits.push_back(((len + 63) / 64 + tiles_per_split - 1) / tiles_per_split);
-  p.split_offset = prefix_sums(splits);
-  return p;
 }
 
 ExactResult exact_of(const PreparedDecode& pd) {
@@ -329,61 +292,6 @@ TEST_CASE("INT8 cache: the routing error grows with INT8 coverage", "[decode]") 
   }
 }
 
-TEST_CASE("split-K: one split or many agree to the rounding of P and of the output", "[decode]") {
-  const DecodeProblem p = make_problem(8, 2, 64, {1, 63, 64, 65, 2100}, {1, 4, 16, 16, 16}, LayoutKind::rowrand, 0.5,
-                                       InputKind::llm_like, 7, 3);
-  const PreparedDecode& pd = p.pd;
-  const DecodeSplitPlan one_split = uniform_splits(pd.shape, 1000);
-  const DecodeResult single_int8 = emulate_decode_int8(pd.shape, pd.q, pd.int8, pd.plan, one_split);
-  const DecodeResult single_fp16 = emulate_decode_fp16(pd.shape, pd.q, pd.fp16, one_split);
-  for (int tiles_per_split : {1, 3, 4}) {
-    const DecodeSplitPlan splits = uniform_splits(pd.shape, tiles_per_split);
-    const std::pair<DecodeResult, const DecodeResult*> runs[] = {
-        {emulate_decode_int8(pd.shape, pd.q, pd.int8, pd.plan, splits), &single_int8},
-        {emulate_decode_fp16(pd.shape, pd.q, pd.fp16, splits), &single_fp16}};
-    for (const auto& [many, single] : runs) {
-      // Each split rounds P to FP16 against its own running max, so outputs differ by FP16
-      // rounding of P (averaged over the keys) and of o; l and m are fp32, so lse differs by
-      // fp32 rounding only.
-      const Deviation dev = compare(many.o, half_to_double(single->o));
-      CHECK(dev.nonfinite == 0);
-      CHECK(dev.rel_l2 < 2e-4);
-      CHECK(dev.max_abs <= 8.0 * half_ulp(max_abs_value(half_to_double(single->o))));
-      for (size_t i = 0; i < many.lse.size(); ++i) {
-        REQUIRE(std::isfinite(many.lse[i]));
-        REQUIRE(std::fabs(many.lse[i] - single->lse[i]) <= 1e-5f * (1.0f + std::fabs(single->lse[i])));
-      }
-    }
-  }
-}
-
-TEST_CASE("split-K: a whole sequence beside cut ones gives each sequence its own plan's bits", "[decode]") {
-  const DecodeProblem p = make_problem(8, 2, 64, {1, 63, 64, 65, 2100}, {1, 4, 16, 16, 16}, LayoutKind::rowrand, 0.5,
-                                       InputKind::llm_like, 8, 3);
-  const PreparedDecode& pd = p.pd;
-  // Single-tile splits everywhere, and the same with the last sequence (33 tiles) kept whole.
-  const DecodeSplitPlan cut = uniform_splits(pd.shape, 1);
-  DecodeSplitPlan mixed = cut;
-  mixed.split_offset.back() = mixed.split_offset[4] + 1;
-  REQUIRE(mixed.fits(pd.shape));
-  const DecodeSplitPlan whole = uniform_splits(pd.shape, 1000);
-  const std::vector<int64_t> cu_new = prefix_sums(pd.shape.new_tokens);
-  const size_t row_values = static_cast<size_t>(pd.shape.hq) * pd.shape.d;
-  const size_t last_first = static_cast<size_t>(cu_new[4]) * row_values;
-  const auto check = [&](const DecodeResult& got, const DecodeResult& as_cut, const DecodeResult& as_whole) {
-    // Outputs [total_new, hq, d]: the first four sequences' rows as in `cut`, the last's as in `whole`.
-    REQUIRE(got.o.size() == as_cut.o.size());
-    CHECK(std::equal(got.o.begin(), got.o.begin() + last_first, as_cut.o.begin()));
-    CHECK(std::equal(got.o.begin() + last_first, got.o.end(), as_whole.o.begin() + last_first));
-    CHECK_FALSE(std::equal(as_cut.o.begin() + last_first, as_cut.o.end(), as_whole.o.begin() + last_first));
-  };
-  check(emulate_decode_int8(pd.shape, pd.q, pd.int8, pd.plan, mixed),
-        emulate_decode_int8(pd.shape, pd.q, pd.int8, pd.plan, cut),
-        emulate_decode_int8(pd.shape, pd.q, pd.int8, pd.plan, whole));
-  check(emulate_decode_fp16(pd.shape, pd.q, pd.fp16, mixed), emulate_decode_fp16(pd.shape, pd.q, pd.fp16, cut),
-        emulate_decode_fp16(pd.shape, pd.q, pd.fp16, whole));
-}
-
 TEST_CASE("decode emulator: GQA 1/4/8, 1/4/16 new tokens, caches of 1, 63, 64, 65 tokens", "[decode]") {
   uint64_t seed = 100;
   for (int group : {1, 4, 8}) {
@@ -432,26 +340,4 @@ TEST_CASE("decode emulator is deterministic and fast at a few thousand cached to
   omp_set_num_threads(threads);
   CHECK(serial.o == a.o);
   CHECK(serial.lse == a.lse);
-}
-
-TEST_CASE("decode emulator rejects plans, caches and splits of another shape", "[decode]") {
-  const DecodeProblem p =
-      make_problem(4, 2, 64, {100, 70}, {4, 2}, LayoutKind::one, 1.0, InputKind::gaussian, 9);
-  const PreparedDecode& pd = p.pd;
-  const DecodeSplitPlan splits = make_decode_split_plan(pd.shape, 132, 3);
-  DecodeShape longer = pd.shape;
-  longer.cache_len = {101, 70};
-  CHECK_THROWS_AS(emulate_decode_int8(longer, pd.q, pd.int8, pd.plan, splits), std::invalid_argument);
-  CHECK_THROWS_AS(emulate_decode_fp16(longer, pd.q, pd.fp16, splits), std::invalid_argument);
-  RoutingRequest request;
-  const RoutingPlan prefill_plan = make_plan(pd.shape.attention_shape(), request);  // 128 x 64 tiles
-  CHECK_THROWS_AS(emulate_decode_int8(pd.shape, pd.q, pd.int8, prefill_plan, splits), std::invalid_argument);
-  DecodeShape three_tiles = pd.shape;
-  three_tiles.cache_len = {129, 70};
-  CHECK_THROWS_AS(emulate_decode_int8(pd.shape, pd.q, pd.int8, pd.plan, uniform_splits(three_tiles, 1)),
-                  std::invalid_argument);
-  DecodeSplitPlan short_splits = uniform_splits(pd.shape, 1);
-  short_splits.tiles_per_split = 2;  // two splits per sequence of 2 tiles: the second one is empty
-  CHECK_THROWS_AS(emulate_decode_fp16(pd.shape, pd.q, pd.fp16, short_splits), std::invalid_argument);
-  CHECK_THROWS_AS(emulate_decode_fp16(pd.shape, std::vector<uint16_t>(3), pd.fp16, splits), std::invalid_argument);
 }

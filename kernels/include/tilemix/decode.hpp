@@ -2,20 +2,20 @@
 // Plain C++ API of the decode kernels (no CUDA types): appending new tokens to a KV cache, and
 // split-K decode attention over the INT8 cache (routed score paths) or over the FP16 cache (the
 // baseline). Layouts are those of core/decode/kv_cache.hpp and core/decode/decode_shape.hpp;
-// numerics those of reference/decode_emulator.hpp; host-side planning (split plan, residency,
-// what the words hold) is kernels/decode/plan.hpp. Pointers are device pointers; `stream` is a
-// cudaStream_t passed as void* (nullptr = default stream). Unsupported values throw
-// std::invalid_argument naming the value; CUDA failures throw CudaError (a std::runtime_error)
-// naming the call and the shape.
+// numerics those of reference/decode_emulator.hpp; a call launches the plan that
+// kernels/decode/plan.hpp resolves for it (plan_decode_launch: mainloop, CTAs, splits, combine).
+// Pointers are device pointers; `stream` is a cudaStream_t passed as void* (nullptr = default
+// stream). Unsupported values throw std::invalid_argument naming the value; CUDA failures throw
+// CudaError (a std::runtime_error) naming the call and the shape.
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "core/choices/decode.hpp"
 #include "core/decode/decode_shape.hpp"
 #include "core/quant.hpp"
-#include "core/choices/decode.hpp"
 #include "kernels/decode/config.hpp"
 #include "kernels/decode/plan.hpp"
 
@@ -93,33 +93,32 @@ struct DecodeParams {
   // What the words hold (decode_routes on the host's copy): all_int8 and all_fp16 select a wgmma
   // instance with that route's tile step only, whose CTAs trap on a tile of the other route.
   DecodeRoutes routes = DecodeRoutes::mixed;
-  // Split plan (make_decode_split_plan): split_offset [batch + 1], the prefix sums of the splits
-  // per sequence, and split_first_tile [total_splits], the first key tile of each split in its
+  // The launch plan of this call (plan_decode_launch for its shape and cache, on this GPU), which
+  // the call launches as it is: mainloop, head chunks, splits, combine.
+  const DecodeLaunchPlan* plan = nullptr;
+  // Its splits on the device: split_offset [batch + 1], the prefix sums of the splits per
+  // sequence, and split_first_tile [total_splits], the first key tile of each split in its
   // sequence (DecodeSplitPlan::first_tiles); a split ends where the next one of its sequence
   // begins, the last at the sequence's end.
   const int64_t* split_offset = nullptr;
   const int* split_first_tile = nullptr;
-  int64_t total_splits = 0;
-  // decode_workspace_bytes(...) bytes; may be null when that is 0.
+  // decode_workspace_bytes(*plan) bytes; may be null when that is 0.
   void* workspace = nullptr;
   // decode_arrival_bytes(batch) bytes, zero before the first call (a call with more than one split
   // per sequence leaves them zero again; unlike the workspace they must not be overwritten
   // between calls); may be null when the workspace is. Calls that share them run one at a time.
   unsigned* arrivals = nullptr;
-  DecodeCombineWait combine_wait = DecodeCombineWait::automatic;
-  // Optional per-CTA timestamps of the decode kernel (not the combine): decode_timeline_bytes(...)
+  // Optional per-CTA timestamps of the decode kernel (not the combine): decode_timeline_bytes(*plan)
   // bytes, a row of kDecodeTimelineSlots per CTA in launch order (DecodeTimelineSlot). Null: none.
   uint64_t* timeline = nullptr;
-  // decode_int8 only: the mainloop (wgmma needs d = 128 and at most 64 rows per CTA).
-  DecodeMainloop mainloop = DecodeMainloop::automatic;
 };
 
 // Scratch for the partial states of sequences with more than one split: (m, l) and O in fp32 per
-// (split, query head, new token). 0 when every sequence has one split (total_splits == batch):
-// those CTAs write O directly.
-inline size_t decode_workspace_bytes(int hq, int d, int batch, int64_t total_splits) {
-  if (total_splits <= batch) return 0;
-  return static_cast<size_t>(total_splits) * hq * kMaxDecodeTokens * (2 + d) * sizeof(float);
+// (split, query head, new token). 0 when every sequence has one split (no cuts): those CTAs write
+// O directly.
+inline size_t decode_workspace_bytes(const DecodeLaunchPlan& plan) {
+  if (!plan.splits.has_cuts()) return 0;
+  return static_cast<size_t>(plan.splits.total_splits()) * plan.hq * kMaxDecodeTokens * (2 + plan.d) * sizeof(float);
 }
 
 // A row of the decode timeline (DecodeParams::timeline): the SM the CTA ran on; %globaltimer (ns)
@@ -139,9 +138,8 @@ enum DecodeTimelineSlot : int {
   kTimelineKvHead,
   kDecodeTimelineSlots
 };
-inline size_t decode_timeline_bytes(int hq, int hk, int max_new_tokens, int64_t total_splits) {
-  return static_cast<size_t>(total_splits) * hk * decode_head_chunks(hq, hk, max_new_tokens) * kDecodeTimelineSlots *
-         sizeof(uint64_t);
+inline size_t decode_timeline_bytes(const DecodeLaunchPlan& plan) {
+  return static_cast<size_t>(plan.ctas) * kDecodeTimelineSlots * sizeof(uint64_t);
 }
 
 // Counters per sequence with which the combine of the split partial states waits for exactly the
@@ -156,10 +154,6 @@ inline size_t decode_arrival_bytes(int batch) {
 void decode_int8(const DecodeParams& p, void* stream);
 // The same kernel shape over the FP16 cache, no routing.
 void decode_fp16(const DecodeParams& p, void* stream);
-// What the split combine of a call of decode_int8 (int8_cache) or decode_fp16 with these
-// parameters waits for (p.combine_wait resolved, on the current device); automatic when every
-// sequence has one split (no combine).
-DecodeCombineWait decode_combine_used(const DecodeParams& p, bool int8_cache);
 
 // Seeded pseudo-random FP16 values, approximately N(0, stddev^2), written on the device: bench
 // caches of many GiB are filled without generating them on the host.

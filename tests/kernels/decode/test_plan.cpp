@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "core/decode/decode_shape.hpp"
-#include "kernels/decode/config.hpp"
 #include "kernels/decode/plan.hpp"
 #include "tests/reference/attention_fixtures.hpp"
 
@@ -60,7 +59,7 @@ TEST_CASE("split plan covers every key tile once and keeps the last wave nearly 
   SECTION("head chunks count as CTAs: 16 new tokens x 16 heads per KV head = 2 chunks") {
     DecodeShape s = decode_shape(32, 2, 128, {65536}, {16});
     validate_decode(s);
-    CHECK(decode_head_chunks(32, 2, 16) == 2);
+    CHECK(plan_decode_launch(s, CacheKind::int8, 132).head_chunks == 2);
     const DecodeSplitPlan p = make_decode_split_plan(s, 132, 2);
     check_covers_every_tile(s, p);
     // 4 CTAs per split on 264 slots: 66 splits of 16 tiles.
@@ -109,21 +108,6 @@ TEST_CASE("fixed split plans cut every sequence into equal runs of tiles", "[dec
   CHECK(p.split_offset == std::vector<int64_t>{0, 1, 2, 3, 13});
   CHECK(p.tile_range(3, 9, 47) == std::pair<int64_t, int64_t>{45, 47});
   CHECK_THROWS_AS(fixed_decode_split_plan(s, 0), std::invalid_argument);
-}
-
-TEST_CASE("a sequence with one split takes all its tiles", "[decode]") {
-  DecodeShape s = decode_shape(8, 2, 64, {3000, 3000, 65}, {1, 1, 1});
-  validate_decode(s);
-  DecodeSplitPlan p = fixed_decode_split_plan(s, 8);  // 6, 6 and 1 splits
-  CHECK(p.fits(s));
-  p.split_offset = {0, 1, 7, 8};  // the first sequence whole
-  check_covers_every_tile(s, p);
-  CHECK(p.tile_range(0, 0, 47) == std::pair<int64_t, int64_t>{0, 47});
-  CHECK(p.tile_range(1, 5, 47) == std::pair<int64_t, int64_t>{40, 47});
-  p.split_offset = {0, 2, 8, 9};  // 2 splits of 8 tiles do not cover 47
-  CHECK_FALSE(p.fits(s));
-  p.split_offset = {0, 1, 7};  // another batch
-  CHECK_FALSE(p.fits(s));
 }
 
 TEST_CASE("balanced split cuts equalize the cost of a sequence's splits", "[decode]") {
@@ -199,44 +183,3 @@ TEST_CASE("decode routes: what the words hold over the tiles of each sequence", 
   CHECK_THROWS_AS(decode_routes(longer, {0, 0}, {1}), std::invalid_argument);
   CHECK_THROWS_AS(decode_routes(longer, {0}, {0}), std::invalid_argument);
 }
-
-TEST_CASE("decode mainloop and resident CTAs per configuration", "[decode]") {
-  using gpu::DecodeCache;
-  const auto resolve = [](DecodeMainloop m, DecodeCache c, int d, int rows) {
-    return gpu::decode_mainloop(m, c, d, rows);
-  };
-  // Automatic: wgmma for 33-64 rows of the INT8 cache at d = 128 only.
-  CHECK(resolve(DecodeMainloop::automatic, DecodeCache::int8, 128, 4) == DecodeMainloop::mma_sync);
-  CHECK(resolve(DecodeMainloop::automatic, DecodeCache::int8, 128, 32) == DecodeMainloop::mma_sync);
-  CHECK(resolve(DecodeMainloop::automatic, DecodeCache::int8, 128, 33) == DecodeMainloop::wgmma);
-  CHECK(resolve(DecodeMainloop::automatic, DecodeCache::int8, 128, 64) == DecodeMainloop::wgmma);
-  CHECK(resolve(DecodeMainloop::automatic, DecodeCache::int8, 128, 128) == DecodeMainloop::mma_sync);
-  CHECK(resolve(DecodeMainloop::automatic, DecodeCache::int8, 64, 64) == DecodeMainloop::mma_sync);
-  CHECK(resolve(DecodeMainloop::automatic, DecodeCache::fp16, 128, 64) == DecodeMainloop::mma_sync);
-  CHECK(resolve(DecodeMainloop::wgmma, DecodeCache::int8, 128, 8) == DecodeMainloop::wgmma);
-  CHECK(resolve(DecodeMainloop::mma_sync, DecodeCache::int8, 128, 64) == DecodeMainloop::mma_sync);
-  CHECK(gpu::decode_wgmma_applies(DecodeCache::int8, 128, 64));
-  CHECK_FALSE(gpu::decode_wgmma_applies(DecodeCache::int8, 128, 65));
-  CHECK_FALSE(gpu::decode_wgmma_applies(DecodeCache::fp16, 128, 64));
-  // Hq = 32, Hk = 8: 4 rows per new token. The split plan sizes its waves with these.
-  const auto shape = [](int new_tokens) {
-    DecodeShape s;
-    s.hq = 32;
-    s.hk = 8;
-    s.d = 128;
-    s.cache_len = {4096};
-    s.new_tokens = {new_tokens};
-    return s;
-  };
-  CHECK(decode_resident_ctas(CacheKind::int8, shape(1)) == 3);   // mma.sync, 8-row tile
-  CHECK(decode_resident_ctas(CacheKind::int8, shape(4)) == 3);   // mma.sync, 16 rows
-  CHECK(decode_resident_ctas(CacheKind::int8, shape(8)) == 2);   // mma.sync, 32 rows
-  CHECK(decode_resident_ctas(CacheKind::int8, shape(16)) == 3);  // wgmma, 64 rows
-  CHECK(decode_resident_ctas(CacheKind::int8, shape(16), DecodeMainloop::mma_sync) == 2);
-  CHECK(decode_resident_ctas(CacheKind::fp16, shape(1)) == 2);   // FP16 cache
-  CHECK(decode_resolved_mainloop(CacheKind::int8, shape(16)) == DecodeMainloop::wgmma);
-  CHECK(decode_resolved_mainloop(CacheKind::fp16, shape(16)) == DecodeMainloop::mma_sync);
-  CHECK(decode_fp16_tile_cost(CacheKind::int8, shape(16)) == gpu::kDecodeWgmmaFp16TileCost);
-  CHECK(decode_fp16_tile_cost(CacheKind::int8, shape(4)) == 1.0);
-}
-
