@@ -43,8 +43,9 @@ ROUTED_METHODS = ("tilemix", "emulator")  # rows with a routing (GPU kernel, CPU
 FRONTIER_BASES = (("flash_fp16", "flash"), ("cudnn_fp16", "cudnn"))
 
 # The columns and case keys that flash_fp16 and the baselines of a GPU run depend on: cases equal
-# in all of them share inputs and baselines (group_key in apps/bench/gpu_run.cpp). The case keys
-# are not columns: they are read from the case name's /axis=value parts and the config as read.
+# in all of them share inputs and baselines (prefill_group_key in apps/bench/case_groups.cpp). The
+# case keys are not columns: they are read from the case name's /axis=value parts and the config
+# as read.
 SHAPE_COLUMNS = ("batch", "hq", "hk", "d", "lq", "lk", "causal", "state", "accum")
 GROUP_CASE_KEYS = ("mainloop", "input", "softmax_scale", "seqlens_q", "seqlens_k")
 # What --accuracy joins on: the case and everything that changes a routed output (an equal
