@@ -2,14 +2,35 @@
 # scripts/slurm/ for real: starts a single-node Slurm on this host (single_node_cluster.sh),
 # submits a small CPU config as a 2-task job array with its dependent merge (scripts/slurm/submit.sh),
 # waits for the merge (at most 3 minutes) and compares the merged rows with an unsharded run of
-# the same config, the wall times aside. Skips (exit 77, with the reason) where the daemons cannot
-# run here: not root, Slurm not installable, or munged, slurmctld or slurmd not starting.
+# the same config, the wall times aside. First, without Slurm: the GPUs per task are checked, and a
+# GPU array task runs tilemix-bench over every GPU granted to it. Skips (exit 77, with the reason)
+# where the daemons cannot run here: not root, Slurm not installable, or munged, slurmctld or
+# slurmd not starting.
 #   tests/scripts/slurm/test_job_array.sh TILEMIX_BENCH
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
 bench=$(realpath "${1:?usage: $0 TILEMIX_BENCH}")
 skip() { echo "SKIPPED: $*"; exit 77; }
+# Without Slurm: a GPU count that is no positive integer is refused before anything is submitted,
+# and a GPU task hands tilemix-bench --devices all (the GPUs Slurm shows it), a CPU task does not.
+refused=$("$repo/scripts/slurm/submit.sh" --gpus-per-task 0 --bench "$bench" "$repo/configs/bench/quick.json" 2>&1) &&
+  { echo "FAILED: --gpus-per-task 0 was accepted"; exit 1; }
+[[ $refused == *"--gpus-per-task: expected a positive integer, got '0'"* ]] ||
+  { echo "FAILED: --gpus-per-task 0: $refused"; exit 1; }
+task_dir=$(mktemp -d /tmp/tilemix-task.XXXXXX)
+trap 'rm -rf "$task_dir"' EXIT
+printf '#!/usr/bin/env bash\necho "$@" >> %q/argv\n' "$task_dir" > "$task_dir/bench" && chmod +x "$task_dir/bench"
+echo "$repo/configs/bench/quick.json" > "$task_dir/configs.txt"
+for device in gpu cpu; do
+  printf 'TILEMIX_BENCH=%q\nSHARDS=2\nDEVICE=%s\n' "$task_dir/bench" "$device" > "$task_dir/suite.env"
+  SLURM_ARRAY_TASK_ID=2 bash "$repo/scripts/slurm/shard.sbatch" "$task_dir" > /dev/null
+done
+expected="--config $repo/configs/bench/quick.json --device gpu --devices all --shard 2/2 --out $task_dir/shards/quick.shard-2-of-2.json
+--config $repo/configs/bench/quick.json --device cpu --shard 2/2 --out $task_dir/shards/quick.shard-2-of-2.json"
+[[ $(cat "$task_dir/argv") == "$expected" ]] || { echo "FAILED: the array task ran: $(cat "$task_dir/argv")"; exit 1; }
+rm -rf "$task_dir"
+echo "slurm: --gpus-per-task checked; a GPU task runs tilemix-bench --devices all"
 fail() { echo "FAILED: $*"; cluster_logs; for log in "$work"/run/logs/*; do echo "---- $log"; cat "$log"; done; exit 1; }
 
 [[ $(id -u) -eq 0 ]] || skip "starting munged, slurmctld and slurmd needs root"
