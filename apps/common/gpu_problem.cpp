@@ -135,7 +135,7 @@ void GpuProblem::launch_quantization_passes(const gpu::PrefillPasses& passes, co
 void GpuProblem::launch_tilemix(const Numerics& numerics) {
   const gpu::PrefillPasses passes = tilemix_passes(numerics);
   const gpu::PrefillParams p = routed_params(passes);
-  if (passes.adaptive_words) gpu::adaptive_words(adaptive_->params, nullptr);
+  if (passes.adaptive_words) launch_routing();
   launch_quantization_passes(passes, p);
   gpu::tilemix_prefill(p, nullptr);
 }
