@@ -288,7 +288,8 @@ class TileEmulator {
         continue;
       }
       const float* acc = &st.acc[static_cast<size_t>(r) * d];
-      for (int c = 0; c < d; ++c) o[c] = float_to_half(acc[c] / l);
+      const float inv_l = 1.0f / l;  // one reciprocal per row, as the kernels' epilogue
+      for (int c = 0; c < d; ++c) o[c] = float_to_half(acc[c] * inv_l);
       lse = (st.row_max[r] + std::log2(l)) * kLn2;
       if (!ops_.qkbar.empty()) {
         lse = unsmoothed_lse(lse, ops_.qkbar[static_cast<size_t>(q_first + r) * hq + tile.h], shape_.softmax_scale);

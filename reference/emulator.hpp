@@ -24,7 +24,7 @@
 //          its largest at 448, l += g * rowsum(p'), V8 per channel and 128-key block, the
 //          group's sums in fp32, then one fma into O with g after the FP16 tiles); needs
 //          block_n 64, softmax_tiles <= 2 and accum fp32
-// Final: o = fp16(O / l); lse = (m + log2 l) * ln 2 in fp32; a row with l == 0 gives o = 0, lse = -inf.
+// Final: o = fp16(O * (1 / l)), reciprocal and product each rounded to fp32; lse = (m + log2 l) * ln 2 in fp32; a row with l == 0 gives o = 0, lse = -inf.
 //   smooth_k: lse += fp32(qkbar[row] * softmax_scale) for rows with l > 0.
 // Both quantization modes use the same codes and scales, so they give bit-identical results.
 #include <cstdint>

@@ -128,7 +128,8 @@ gpu::PrefillParams GpuProblem::routed_params(const gpu::PrefillPasses& passes) {
 
 void GpuProblem::launch_quantization_passes(const gpu::PrefillPasses& passes, const gpu::PrefillParams& p) {
   if (passes.smooth_keys) gpu::smooth_keys(p, nullptr);
-  if (passes.quantize_qk) gpu::quantize_qk(p, nullptr);
+  if (passes.quantize_queries) gpu::quantize_queries(p, nullptr);
+  if (passes.quantize_keys) gpu::quantize_keys(p, nullptr);
   if (passes.quantize_values_fp8) gpu::quantize_values_fp8(p, nullptr);
 }
 
@@ -179,7 +180,8 @@ int64_t GpuProblem::resident_bytes(bool tilemix, const Numerics& numerics, gpu::
   if (!tilemix) return bytes;
   add({&words_, &tile_offset_, &group_});
   const gpu::PrefillPasses passes = tilemix_passes(numerics);
-  if (passes.quantize_qk) add({&q8_, &k8_, &q_scale_, &k_scale_, &q_block_offset_});
+  if (passes.quantize_queries) add({&q8_, &q_scale_, &q_block_offset_});
+  if (passes.quantize_keys) add({&k8_, &k_scale_});
   if (passes.smooth_keys) add({&k_smoothed_, &kbar_, &qkbar_, &kbar_partial_});
   if (passes.quantize_values_fp8) add({&v8_, &v_scale_});
   if (passes.k_block_offsets()) add({&k_block_offset_});
@@ -192,8 +194,9 @@ QuantOutput GpuProblem::quantize(bool smooth_k) {
   numerics.smooth_k = smooth_k;
   const gpu::PrefillParams p = params(numerics);
   if (smooth_k) gpu::smooth_keys(p, nullptr);
-  gpu::quantize_qk(p, nullptr);
-  gpu::device_synchronize("quantize_qk run");
+  gpu::quantize_queries(p, nullptr);
+  gpu::quantize_keys(p, nullptr);
+  gpu::device_synchronize("quantize_queries and quantize_keys run");
   QuantOutput out;
   out.q8 = gpu::to_host<int8_t>(q8_, q8_.bytes());
   out.k8 = gpu::to_host<int8_t>(k8_, k8_.bytes());

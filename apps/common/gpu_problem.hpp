@@ -69,8 +69,9 @@ class GpuProblem {
   bool routes_on_gpu() const { return adaptive_ != nullptr; }
   void launch_routing();
   void launch_tilemix(const Numerics& numerics);
-  // launch_tilemix's quantization passes alone (smooth_keys, quantize_qk, quantize_values_fp8 as
-  // gpu::prefill_passes names them), for their share of its time; none where quantizes is false.
+  // launch_tilemix's quantization passes alone (smooth_keys, quantize_queries, quantize_keys,
+  // quantize_values_fp8 as gpu::prefill_passes names them), for their share of its time; none
+  // where quantizes is false.
   bool quantizes(const Numerics& numerics) const { return tilemix_passes(numerics).quantizes(); }
   void launch_quantization(const Numerics& numerics);
   void launch_flash(const Numerics& numerics);

@@ -27,7 +27,8 @@ TileGeometry tilemix_geometry(int d) { return prefill_geometry(d, "tilemix_geome
 TileGeometry flash_geometry(int d) { return prefill_geometry(d, "flash_geometry"); }
 PrefillEmulation prefill_emulation(PrefillMainloop mainloop) { return emulation_of(mainloop); }
 
-void quantize_qk(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
+void quantize_queries(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
+void quantize_keys(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
 void smooth_keys(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
 void quantize_values_fp8(const PrefillParams&, void*) {
   throw std::runtime_error("this build has no CUDA kernels");

@@ -11,6 +11,8 @@
 // in the loop: the warpgroups meet only on the work tile's partial last step, whose V rows past
 // the tile's keys are zeroed before P V, so that only the sequence's own values reach O even
 // where the rows past it are not finite. O is stored straight from registers (EpilogueDirect).
+// Before a work tile with an INT8-routed key tile, both warpgroups code Q8 from the landed Q
+// (quantize_resident_rows), in both modes: no Q pass, no Q8 in memory.
 #include <cuda_fp16.h>
 
 #include <cstdint>
@@ -24,6 +26,7 @@
 #include "kernels/prefill/fp8_pv.cuh"
 #include "kernels/prefill/kernel_traits_ws.cuh"
 #include "kernels/prefill/mask.cuh"
+#include "kernels/prefill/onchip_quant.cuh"
 #include "kernels/prefill/softmax.cuh"
 #include "kernels/quant/int8_codes.cuh"
 
@@ -35,7 +38,7 @@ struct ConsumerWs {
   using Cfg = typename Kernel::Cfg;
   using Storage = typename Kernel::Storage;
   static constexpr PvPaths kPv = Kernel::kPv;
-  static constexpr bool kRouted = Kernel::kRouted, kOnTheFly = Kernel::kOnTheFly, kFp8Pv = Kernel::kFp8Pv;
+  static constexpr bool kRouted = Kernel::kRouted, kFp8Pv = Kernel::kFp8Pv;
   static constexpr bool kUniformSteps = Kernel::kUniformSteps, kHalfAccum = Kernel::kHalfAccum;
   static constexpr int D = Kernel::D;
   static constexpr int kHalfN = Kernel::kHalfN;
@@ -95,6 +98,10 @@ struct ConsumerWs {
       BlockInfo blk;
       TileRouting routing;
       if (!w.tiles.template work_tile<Cfg::kBlockM, Cfg::kRouteTileN, kRouted>(p, t, blk, routing)) continue;
+      q_ring.wait();
+      // Q8 from the landed Q, by both warpgroups, where some key tile is INT8-routed: the work
+      // tile's 128 rows are one Q scale block, so the codes and scale are quantize_queries'.
+      const float q_scale = kRouted && routing.any_int8 ? code_queries(smem, blk.rows, tid) : 0.0f;
       // One work tile, routed or on the FP16 path alone: in the one-product instance a tile with
       // no INT8-routed key tile decodes no route and selects no scale, as flash_fp16 does.
       const auto tile = [&](auto routed) {
@@ -105,13 +112,7 @@ struct ConsumerWs {
         o.zero();
         auto& acc_o = o.wgmma_registers();
 
-        q_ring.wait();
-        float q_factor = 0.0f;  // scale_q * scale_log2 (the query tile is one Q scale block)
-        if (kTileRouted && routing.any_int8) {
-          const float q_scale =
-              kOnTheFly ? *Storage::q_scale(smem) : p.q_scale[(p.q_block_offset[blk.b] + blk.m) * p.hq + blk.h];
-          q_factor = __fmul_rn(q_scale, p.scale_log2);
-        }
+        const float q_factor = __fmul_rn(q_scale, p.scale_log2);  // the query tile is one Q scale block
         TileRoutes routes(routing.word, routing.group, 0);
         const int last = Kernel::steps(blk) - 1;
         // Keys of the last step whose V rows stay: those of the sequence and of the tile's key tiles.
@@ -373,6 +374,16 @@ struct ConsumerWs {
       }
     }
     turns.end();
+  }
+
+  // Q8 and its scale from the landed Q of a work tile with `rows` query rows, by both warpgroups
+  // (tid 0..255). Not inlined: inlined into the loop's function, it made ptxas keep fewer values
+  // in registers across the steps (16 bytes spilled, 80 reloaded in the two-product instance).
+  __device__ __noinline__ static float code_queries(char* smem, int rows, int tid) {
+    return quantize_resident_rows<Cfg::kBlockM, D, Cfg::kThreads>(smem + Storage::kQ, Storage::kQBlockBytes,
+                                                                  smem + Storage::kQ8, rows, tid,
+                                                                  Storage::q_scratch(smem),
+                                                                  static_cast<unsigned>(NamedBarrierWs::query_codes));
   }
 
   // V rows [valid, kBlockN) of a stage to zero: past the sequence end the stage holds another

@@ -1,7 +1,10 @@
 #pragma once
-// Final normalization and stores: o = fp16(O / l) (zeros for a row with l == 0), staged through
-// shared memory so that every global store is a coalesced 16-byte vector; LSE = (m + log2 l) * ln 2
-// (-inf for l == 0) when requested.
+// Final normalization and stores: o = fp16(O * (1 / l)), the reciprocal and the product each
+// rounded to fp32 (the emulator's rounding points; one reciprocal per row instead of a correctly
+// rounded division per element, which took 63% of the warp-specialized kernel's epilogue), zeros
+// for a row with l == 0, staged through shared memory so that every global store is a coalesced
+// 16-byte vector (EpilogueDirect: straight from registers); LSE = (m + log2 l) * ln 2 (-inf for
+// l == 0) when requested.
 #include <cuda_fp16.h>
 
 #include <cmath>
@@ -12,6 +15,12 @@
 #include "kernels/prefill/smem_layout.cuh"
 
 namespace tilemix::gpu {
+
+// Two outputs of a row: fp16(O * inv_l) with inv_l = 1 / l rounded, or zeros for a row with
+// l == 0 (no key: its O may hold 0 * inf from values that are not finite).
+__device__ __forceinline__ __half2 normalized(float2 acc, float l, float inv_l) {
+  return l == 0.0f ? __float2half2_rn(0.0f) : __floats2half2_rn(__fmul_rn(acc.x, inv_l), __fmul_rn(acc.y, inv_l));
+}
 
 template <class Cfg, bool kRouted>
 struct Epilogue {
@@ -37,11 +46,10 @@ struct Epilogue {
         const int r = mi * 2 + half;
         const int row = warp * Cfg::kWarpRows + mi * 16 + half * 8 + (lane >> 2);
         const float l = softmax.row_sum[r];
+        const float inv_l = __frcp_rn(l);
 #pragma unroll
         for (int ni = 0; ni < Cfg::kDimFrags; ++ni) {
-          const float2 acc = o.pair(mi, ni, half * 2);
-          const __half2 h = l == 0.0f ? __float2half2_rn(0.0f)
-                                      : __floats2half2_rn(__fdiv_rn(acc.x, l), __fdiv_rn(acc.y, l));
+          const __half2 h = normalized(o.pair(mi, ni, half * 2), l, inv_l);
           // Fragment ni covers output columns 8*ni .. 8*ni+7: one 16-byte chunk of the row.
           *reinterpret_cast<__half2*>(o_tile + OTile::offset(row, ni) + (lane & 3) * 4) = h;
         }
@@ -85,12 +93,11 @@ struct EpilogueDirect {
       const int row = warp * Cfg::kWarpRows + half * 8 + (lane >> 2);
       if (row >= blk.rows) continue;
       const float l = softmax.row_sum[half];
+      const float inv_l = __frcp_rn(l);
       __half* out = p.o + (q_token0 + row) * p.hq * D + static_cast<int64_t>(blk.h) * D + 2 * (lane & 3);
 #pragma unroll
       for (int ni = 0; ni < Cfg::kDimFrags; ++ni) {
-        const float2 acc = o.pair(0, ni, half * 2);
-        *reinterpret_cast<__half2*>(out + 8 * ni) =
-            l == 0.0f ? __float2half2_rn(0.0f) : __floats2half2_rn(__fdiv_rn(acc.x, l), __fdiv_rn(acc.y, l));
+        *reinterpret_cast<__half2*>(out + 8 * ni) = normalized(o.pair(0, ni, half * 2), l, inv_l);
       }
       if (p.lse != nullptr && (lane & 3) == 0) {
         const float lse = l == 0.0f ? -INFINITY : __fmul_rn(__fadd_rn(softmax.row_max[half], log2f(l)), kLn2);

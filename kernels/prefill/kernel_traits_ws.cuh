@@ -2,7 +2,7 @@
 // What the roles of the warp-specialized prefill kernel share (sm_90a, d = 64 and 128, prefill
 // v3): the launch parameters, the instance's compile-time choices and its shared storage, the
 // named barriers, and the walk of a work tile in steps of two routing tiles. The roles:
-// producer_ws.cuh (TMA copies), quantizer_ws.cuh (on_the_fly's codes), consumer_ws.cuh (scores,
+// producer_ws.cuh (TMA copies), quantizer_ws.cuh (on_the_fly's K8), consumer_ws.cuh (Q8, scores,
 // softmax, P V, epilogue); prefill_kernel_ws.cuh composes them.
 #include <cuda.h>
 
@@ -15,11 +15,11 @@
 namespace tilemix::gpu {
 
 // Parameters of the warp-specialized kernel: the common ones and the tensor maps of the TMA copies
-// (Q, K, V as 64-channel boxes of 128 bytes; Q8, K8 as boxes of all d channels, 64 or 128 bytes;
-// K, K8 and V boxes of one routing tile of keys), built on the host.
+// (Q, K, V as 64-channel boxes of 128 bytes; K8 as boxes of all d channels, 64 or 128 bytes; K, K8
+// and V boxes of one routing tile of keys), built on the host.
 struct KernelParamsWs {
   KernelParams p;
-  CUtensorMap q, k, v, q8, k8;
+  CUtensorMap q, k, v, k8;
   PersistentTiles tiles;
   CUtensorMap v8;  // pv fp8 / routed: boxes of 64 keys x d channels (last: the others keep their offsets)
 };
@@ -29,6 +29,7 @@ enum class NamedBarrierWs : unsigned {
   zeroed_v_rows = 1,   // the consumers' zeros in a partial last step's V rows, before either's P V
   quantizers = 2,      // the quantizer warps' partial maxima before the scale, their codes before `full`
   consumer_turns = 3,  // and 4: consumer warpgroup w's turn at the tensor cores is consumer_turns + w
+  query_codes = 5,     // the consumers' partial maxima of Q before its scale, their Q8 codes before wgmma
 };
 
 // The routes of a step's two halves (a half past the work tile's last key tile takes none).
@@ -75,7 +76,7 @@ struct KernelTraitsWs {
   static_assert(!(kFp8Pv && kHalfAccum), "FP8 P V accumulates in fp32");
   static_assert(kPv != PvPaths::routed || kPaths != ScorePaths::fp16, "routed P V follows the score routes");
   static constexpr bool kRouted = kPaths != ScorePaths::fp16;
-  static constexpr bool kOnceCopies = kPaths == ScorePaths::routed_quantize_once;  // TMA brings Q8 and K8
+  static constexpr bool kOnceCopies = kPaths == ScorePaths::routed_quantize_once;  // TMA brings K8
   static constexpr bool kOnTheFly = kPaths == ScorePaths::routed_on_the_fly;
   using Storage = SharedStorageWs<Cfg, kPaths, kUniformSteps, kFp8Pv>;
   static constexpr int D = Cfg::kHeadDim;

@@ -1,11 +1,14 @@
 #pragma once
-// on_the_fly mode: blockwise INT8 quantization of a tile already resident in shared memory, with
-// the blocks and rounding of quantize_qk (so both modes give identical codes and scales). The
-// tile must hold exactly one scale block, its rows past the sequence's end zero-filled (zeros do
-// not change the absmax and are never read back as codes of real tokens).
+// Blockwise INT8 quantization of a tile already resident in shared memory, with the blocks and
+// rounding of quantize_queries and quantize_keys (so that codes and scales are the passes'
+// however they are made): quantize_resident_tile for the older kernels' on_the_fly (the tile
+// holds exactly one scale block, its rows past the sequence's end zero-filled: zeros do not change
+// the absmax and are never read back as codes of real tokens), quantize_resident_rows for the
+// warp-specialized kernel (rows past the block's tokens are left out of the absmax).
 #include <cstdint>
 
 #include "kernels/common/copy.cuh"
+#include "kernels/common/pipeline.cuh"
 #include "kernels/common/wgmma.cuh"
 #include "kernels/quant/int8_codes.cuh"
 
@@ -66,6 +69,71 @@ __device__ __forceinline__ float quantize_resident_tile(const char* src, char* d
   }
   if constexpr (kForAsyncProxy) fence_proxy_async_shared();
   __syncthreads();
+  return scale;
+}
+
+// Codes of `src` [kRows x kDim FP16: kDim / 64 channel blocks `src_block_bytes` apart, each of
+// 128-byte rows in the 128-byte swizzle] into `dst` [kRows x kDim INT8, int8_rows_offset]; returns
+// the scale. Rows from `valid` on belong to no token of the block (another sequence's, or past
+// the tensor): they do not enter the absmax, and their codes are never read as real tokens'. The
+// kThreads threads (`tid` 0 .. kThreads - 1, whole warps) meet at named barrier `barrier_id`;
+// `scratch` holds one float per warp. The codes are fenced for wgmma's reads before the return.
+template <int kRows, int kDim, int kThreads>
+__device__ __forceinline__ float quantize_resident_rows(const char* src, int src_block_bytes, char* dst, int valid,
+                                                        int tid, float* scratch, unsigned barrier_id) {
+  constexpr int kChunksPerRow = kDim / 8;  // 16-byte FP16 chunks: 8 channels, 8 codes each
+  const auto block_scale = [&](float m) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    if ((tid & 31) == 0) scratch[tid >> 5] = m;
+    named_barrier_sync(barrier_id, kThreads);
+    float absmax = scratch[0];
+#pragma unroll
+    for (int w = 1; w < kThreads / 32; ++w) absmax = fmaxf(absmax, scratch[w]);
+    return int8_block_scale(absmax);
+  };
+  float scale;
+  if constexpr (kThreads % kChunksPerRow == 0 && (kThreads / kChunksPerRow) % 8 == 0 &&
+                kRows % (kThreads / kChunksPerRow) == 0) {
+    // Whole passes (the consumer warpgroups): a thread takes one chunk of rows row0, row0 +
+    // kRowStep, ...; steps of 8 rows keep both swizzles' phase, so one base address each, and
+    // the unrolled loads of a pass are issued before the first is used.
+    constexpr int kRowStep = kThreads / kChunksPerRow;
+    const int row0 = tid / kChunksPerRow, chunk = tid % kChunksPerRow;
+    const char* src0 = src + (chunk / 8) * src_block_bytes + sw128_offset(row0, (chunk % 8) * 16);
+    char* dst0 = dst + int8_rows_offset<kDim>(row0, chunk * 8);
+    const auto at = [&](int j) { return *reinterpret_cast<const uint4*>(src0 + j * kRowStep * 128); };
+    float m = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kRows / kRowStep; ++j) {
+      if (row0 + j * kRowStep < valid) m = absmax8(at(j), m);
+    }
+    scale = block_scale(m);
+    const Int8Encoder encoder(scale);
+#pragma unroll
+    for (int j = 0; j < kRows / kRowStep; ++j) {
+      *reinterpret_cast<uint2*>(dst0 + j * kRowStep * kDim) = encoder.encode8(at(j));
+    }
+  } else {
+    // Any number of warps on few registers (the quantizer warps): one chunk at a time, read twice.
+    const auto source = [&](int i) {
+      const int row = i / kChunksPerRow, chunk = i % kChunksPerRow;
+      return *reinterpret_cast<const uint4*>(src + (chunk / 8) * src_block_bytes +
+                                             sw128_offset(row, (chunk % 8) * 16));
+    };
+    float m = 0.0f;
+#pragma unroll 1
+    for (int i = tid; i < valid * kChunksPerRow; i += kThreads) m = absmax8(source(i), m);
+    scale = block_scale(m);
+    const Int8Encoder encoder(scale);
+#pragma unroll 1
+    for (int i = tid; i < kRows * kChunksPerRow; i += kThreads) {
+      const int row = i / kChunksPerRow, chunk = i % kChunksPerRow;
+      *reinterpret_cast<uint2*>(dst + int8_rows_offset<kDim>(row, chunk * 8)) = encoder.encode8(source(i));
+    }
+  }
+  fence_proxy_async_shared();
+  named_barrier_sync(barrier_id, kThreads);  // scratch is free again, and every warp's codes are written
   return scale;
 }
 

@@ -2,8 +2,9 @@
 // The warp-specialized prefill kernel (sm_90a, prefill v3): one persistent CTA per SM, which
 // walks its work tiles (tile_scheduler.cuh) in three roles over one shared storage
 // (shared_storage_ws.cuh): warpgroup 0 is the producer, whose first thread issues the TMA copies
-// (producer_ws.cuh) and, on_the_fly, whose other three warps code Q8 and K8 (quantizer_ws.cuh);
-// warpgroups 1 and 2 are the consumers (consumer_ws.cuh), which store O straight from registers.
+// (producer_ws.cuh) and, on_the_fly, whose other three warps code K8 (quantizer_ws.cuh);
+// warpgroups 1 and 2 are the consumers (consumer_ws.cuh), which code Q8 (tilemix) and store O
+// straight from registers.
 // launch_prefill_ws for the instance files (instances_ws_*.cu: d = 64 and 128, fp32 and fp16 P V
 // accumulation, flash_fp16 and tilemix in both modes, with one score product per step where both
 // tiles of every step take one route, two otherwise; instances_ws_fp8pv_*.cu: tilemix with FP8
@@ -35,10 +36,10 @@ __global__ void __launch_bounds__(Cfg::kCtaThreads, 1) prefill_kernel_ws(const _
   extern __shared__ __align__(1024) char smem_raw[];
   char* smem = Storage::align(smem_raw);
   if (threadIdx.x == 0) {
-    // `full` counts the producer's one arrive.expect_tx per fill, or on_the_fly's one commit per
-    // quantizer warp (the producer's then completes `loaded`); `empty` the consumers' releases.
-    const unsigned full_arrivals = Kernel::kOnTheFly ? Cfg::kQuantizerWarps : 1;
-    Storage::init_barriers(smem, full_arrivals, Consumer::kStageReleases, Consumer::kQReleases);
+    // `full` counts the producer's one arrive.expect_tx per fill, or for K on_the_fly one commit
+    // per quantizer warp (the producer's then completes `loaded`); `empty` the consumers' releases.
+    const unsigned k_full_arrivals = Kernel::kOnTheFly ? Cfg::kQuantizerWarps : 1;
+    Storage::init_barriers(smem, k_full_arrivals, Consumer::kStageReleases, Consumer::kQReleases);
   }
   __syncthreads();
   const int warpgroup = warp_index_uniform() / 4;
@@ -73,11 +74,9 @@ void launch_instance(const KernelParams& params, const PrefillTensors& tensors, 
   w.q = make_head_tensor_map(params.q, 2, tensors.total_q, params.hq, D, params.q_row_bytes, Cfg::kBlockM, 64, context);
   w.k = make_head_tensor_map(params.k, 2, tensors.total_k, params.hk, D, params.kv_row_bytes, Cfg::kRouteTileN, 64, context);
   w.v = make_head_tensor_map(params.v, 2, tensors.total_k, params.hk, D, params.kv_row_bytes, Cfg::kRouteTileN, 64, context);
-  // quantize_once without an INT8 tile may run without Q8 and K8 (the producer copies them only
-  // for INT8-routed tiles).
-  if (kPaths == ScorePaths::routed_quantize_once && params.q8 != nullptr && params.k8 != nullptr) {
-    w.q8 = make_head_tensor_map(params.q8, 1, tensors.total_q, params.hq, D, params.q8_row_bytes, Cfg::kBlockM, D,
-                                context);
+  // quantize_once without an INT8 tile may run without K8 (the producer copies it only for
+  // INT8-routed tiles); Q8 is coded on chip.
+  if (kPaths == ScorePaths::routed_quantize_once && params.k8 != nullptr) {
     w.k8 = make_head_tensor_map(params.k8, 1, tensors.total_k, params.hk, D, params.k8_row_bytes, Cfg::kRouteTileN, D,
                                 context);
   }

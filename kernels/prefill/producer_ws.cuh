@@ -1,12 +1,11 @@
 #pragma once
 // The producer of the warp-specialized prefill kernel: one thread of the producer warpgroup issues
 // every TMA copy of the CTA's work tiles, in the order the consumers read them. Per work tile, Q
-// (and Q8 when some key tile is INT8-routed, quantize_once) into their buffers once the consumers
-// released them; per step, into the next free K stage, per half K8 for an INT8-routed tile
-// (quantize_once: half the bytes of K, its K scale beside it) or K; then into the next free V
-// stage both halves of V, or with FP8 P V per half V8 or V and the step's V scales. The route bit
-// decides the copy. on_the_fly copies Q and K alone, onto the `loaded` barriers, for the
-// quantizers (quantizer_ws.cuh).
+// into its buffer once the consumers released it (they code Q8 from it); per step, into the next
+// free K stage, per half K8 for an INT8-routed tile (quantize_once: half the bytes of K, its K
+// scale beside it) or K; then into the next free V stage both halves of V, or with FP8 P V per
+// half V8 or V and the step's V scales. The route bit decides the copy. on_the_fly copies K alone,
+// onto the `loaded` barriers, for the quantizers (quantizer_ws.cuh).
 #include <cstdint>
 
 #include "kernels/common/pipeline.cuh"
@@ -30,10 +29,7 @@ struct ProducerWs {
     tma_prefetch_descriptor(&w.q);
     tma_prefetch_descriptor(&w.k);
     tma_prefetch_descriptor(&w.v);
-    if constexpr (Kernel::kOnceCopies) {
-      tma_prefetch_descriptor(&w.q8);
-      tma_prefetch_descriptor(&w.k8);
-    }
+    if constexpr (Kernel::kOnceCopies) tma_prefetch_descriptor(&w.k8);
     if constexpr (Kernel::kFp8Pv) tma_prefetch_descriptor(&w.v8);
     auto k_ring = Storage::k_pipeline(smem);
     auto v_ring = Storage::v_pipeline(smem);
@@ -45,16 +41,12 @@ struct ProducerWs {
       const int q_token0 = static_cast<int>(blk.q_token0<Cfg::kBlockM>(p));
       const int k_token0 = static_cast<int>(blk.k_token0(p));
 
-      // Q (and Q8) once the consumers are done with the previous tile's.
+      // Q once the consumers are done with the previous tile's Q and Q8.
       q_ring.acquire();
-      const bool q8 = Kernel::kOnceCopies && routing.any_int8;
-      q_ring.commit(Storage::kChannelBlocks * Storage::kQBlockBytes + (q8 ? Storage::kQ8Bytes : 0));
+      q_ring.commit(Storage::kChannelBlocks * Storage::kQBlockBytes);
 #pragma unroll
       for (int c = 0; c < Storage::kChannelBlocks; ++c) {
         tma_load_3d(base + Storage::kQ + c * Storage::kQBlockBytes, &w.q, q_ring.landing(), 64 * c, blk.h, q_token0);
-      }
-      if constexpr (Kernel::kOnceCopies) {
-        if (q8) tma_load_3d(base + Storage::kQ8, &w.q8, q_ring.landing(), 0, blk.h, q_token0);
       }
       q_ring.advance();
 

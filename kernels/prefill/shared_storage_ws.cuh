@@ -9,12 +9,11 @@
 //   V stages    kVStages x the same                                          all
 //   K8 stages   kKStages x two halves of 64 rows of d bytes                  on_the_fly
 //   barriers    mbarriers (8 bytes): K full, K empty [kKStages], V full,     all
-//               V empty [kVStages], K loaded [kKStages], Q full, Q empty,
-//               Q loaded
+//               V empty [kVStages], K loaded [kKStages], Q full, Q empty
 //   K scales    floats [kKStages][2]: a K stage's two halves                 all
-//   Q scale     one float                                                    all
 //   V scales    floats [kVStages][d], 16-byte aligned (bulk copies)          FP8 P V
 //   scratch     one float per quantizer warp                                 all
+//   Q scratch   one float per consumer warp (the consumers code Q8)          all
 //
 // Every block of Q, Q8, K, V and K8 is a multiple of 1024 bytes, so each starts 1024-byte
 // aligned. An INT8-routed half h of a K stage holds its 64 K8 rows (d bytes each) from byte
@@ -26,8 +25,9 @@
 // of its V stage instead of V's rows, and the step's d V scales (one scale block of 128 keys) are
 // in its V scales.
 // Each K and V stage has a full and an empty barrier, and Q has its pair (StagePipeline). The
-// `loaded` barriers (the copy landed, the quantizers may read it), the Q scale and the scratch
-// serve on_the_fly alone and the K scales tilemix alone, but every instance lays them out.
+// `loaded` barriers (the copy landed, the quantizers may read it) and the scratch serve
+// on_the_fly alone, the K scales and the Q scratch tilemix alone, but every instance lays them
+// out.
 #include <cstdint>
 
 #include "kernels/common/mma.cuh"
@@ -60,13 +60,14 @@ struct SharedStorageWs {
   static constexpr int kKFull = 0, kKEmpty = kKFull + Cfg::kKStages;  // indices among the barriers
   static constexpr int kVFull = kKEmpty + Cfg::kKStages, kVEmpty = kVFull + Cfg::kVStages;
   static constexpr int kKLoaded = kVEmpty + Cfg::kVStages;
-  static constexpr int kQFull = kKLoaded + Cfg::kKStages, kQEmpty = kQFull + 1, kQLoaded = kQEmpty + 1;
-  static constexpr int kBarrierCount = kQLoaded + 1;
+  static constexpr int kQFull = kKLoaded + Cfg::kKStages, kQEmpty = kQFull + 1;
+  static constexpr int kBarrierCount = kQEmpty + 1;
   static constexpr int kKScales = kBarriers + 8 * kBarrierCount;
-  static constexpr int kQScale = kKScales + 4 * 2 * Cfg::kKStages;
-  static constexpr int kVScales = (kQScale + 4 + 15) / 16 * 16;
-  static constexpr int kScratch = kFp8Pv ? kVScales + Cfg::kVStages * kVScaleBytes : kQScale + 4;
-  static constexpr int kBytes = kScratch + 4 * Cfg::kQuantizerWarps;
+  static constexpr int kKScalesEnd = kKScales + 4 * 2 * Cfg::kKStages;
+  static constexpr int kVScales = (kKScalesEnd + 15) / 16 * 16;
+  static constexpr int kScratch = kFp8Pv ? kVScales + Cfg::kVStages * kVScaleBytes : kKScalesEnd;
+  static constexpr int kQScratch = kScratch + 4 * Cfg::kQuantizerWarps;
+  static constexpr int kBytes = kQScratch + 4 * Cfg::kWarps;
   static constexpr int kAllocBytes = kBytes + 1024;  // the base is aligned at run time
   static_assert(Cfg::kHeadDim == 64 || Cfg::kHeadDim == 128, "Q8 and K8 rows are one 64- or 128-byte swizzled row");
   static_assert(kQBlockBytes % 1024 == 0 && kQ8Bytes % 1024 == 0 && kBlockBytes % 1024 == 0 &&
@@ -91,10 +92,10 @@ struct SharedStorageWs {
   __device__ __forceinline__ static float* k_scale(char* smem, int stage, int half) {
     return reinterpret_cast<float*>(smem + kKScales) + 2 * stage + half;
   }
-  __device__ __forceinline__ static float* q_scale(char* smem) { return reinterpret_cast<float*>(smem + kQScale); }
   __device__ __forceinline__ static float* scratch(char* smem) { return reinterpret_cast<float*>(smem + kScratch); }
+  __device__ __forceinline__ static float* q_scratch(char* smem) { return reinterpret_cast<float*>(smem + kQScratch); }
 
-  // The rings over the barriers, each at its first pass. on_the_fly's copies of Q and K complete
+  // The rings over the barriers, each at its first pass. on_the_fly's copies of K complete
   // `loaded`, and the quantizers `full`.
   struct KBarriers {
     static constexpr int kFull = kKFull, kEmpty = kKEmpty, kLoaded = kKLoaded;
@@ -105,8 +106,8 @@ struct SharedStorageWs {
     static constexpr bool kTransformed = false;
   };
   struct QBarriers {
-    static constexpr int kFull = kQFull, kEmpty = kQEmpty, kLoaded = kQLoaded;
-    static constexpr bool kTransformed = kOnTheFly;
+    static constexpr int kFull = kQFull, kEmpty = kQEmpty;
+    static constexpr bool kTransformed = false;
   };
   using KPipeline = StagePipeline<Cfg::kKStages, KBarriers>;
   using VPipeline = StagePipeline<Cfg::kVStages, VBarriers>;
@@ -115,13 +116,13 @@ struct SharedStorageWs {
   __device__ __forceinline__ static VPipeline v_pipeline(char* smem) { return VPipeline(barriers(smem)); }
   __device__ __forceinline__ static QPipeline q_pipeline(char* smem) { return QPipeline(barriers(smem)); }
 
-  // Every barrier, by one thread before the roles start: K's and Q's `full` complete with
-  // full_arrivals arrivals, V's with the producer's one; K's and V's `empty` with stage_releases,
-  // Q's with q_releases; `loaded` with the producer's one.
-  __device__ __forceinline__ static void init_barriers(char* smem, unsigned full_arrivals, unsigned stage_releases,
+  // Every barrier, by one thread before the roles start: K's `full` completes with k_full_arrivals
+  // arrivals, V's and Q's with the producer's one; K's and V's `empty` with stage_releases, Q's
+  // with q_releases; `loaded` with the producer's one.
+  __device__ __forceinline__ static void init_barriers(char* smem, unsigned k_full_arrivals, unsigned stage_releases,
                                                        unsigned q_releases) {
     for (int s = 0; s < Cfg::kKStages; ++s) {
-      mbarrier_init(barriers(smem) + (kKFull + s), full_arrivals);
+      mbarrier_init(barriers(smem) + (kKFull + s), k_full_arrivals);
       mbarrier_init(barriers(smem) + (kKEmpty + s), stage_releases);
       mbarrier_init(barriers(smem) + (kKLoaded + s), 1);
     }
@@ -129,9 +130,8 @@ struct SharedStorageWs {
       mbarrier_init(barriers(smem) + (kVFull + s), 1);
       mbarrier_init(barriers(smem) + (kVEmpty + s), stage_releases);
     }
-    mbarrier_init(barriers(smem) + kQFull, full_arrivals);
+    mbarrier_init(barriers(smem) + kQFull, 1);
     mbarrier_init(barriers(smem) + kQEmpty, q_releases);
-    mbarrier_init(barriers(smem) + kQLoaded, 1);
     fence_barrier_init();
   }
 

@@ -42,17 +42,30 @@ struct PersistentTiles {
 
   __device__ __forceinline__ int64_t count() const { return static_cast<int64_t>(query_tiles) * heads * batch; }
 
-  // BlockInfo of tile t (false when the query tile lies past its sequence's end).
+  // BlockInfo of tile t (false when the query tile lies past its sequence's end). In 32-bit
+  // arithmetic where every index fits: three 64-bit divisions cost about 600 cycles of a
+  // consumer warp per work tile (H100, docs/perf/prefill.md).
   template <int kBlockM, int kBlockN>
   __device__ __forceinline__ bool block(const KernelParams& p, int64_t t, BlockInfo& blk) const {
-    const int64_t section_tiles = static_cast<int64_t>(kSectionPairs) * query_tiles;
-    const int64_t section = t / section_tiles;
-    const int pairs = static_cast<int>(min(static_cast<int64_t>(kSectionPairs),
-                                           static_cast<int64_t>(heads) * batch - section * kSectionPairs));
-    const int64_t in_section = t - section * section_tiles;
+    if (count() <= static_cast<int64_t>(UINT32_MAX)) {
+      return block_in<uint32_t, kBlockM, kBlockN>(p, static_cast<uint32_t>(t), blk);
+    }
+    return block_in<uint64_t, kBlockM, kBlockN>(p, static_cast<uint64_t>(t), blk);
+  }
+
+  template <class Index, int kBlockM, int kBlockN>
+  __device__ __forceinline__ bool block_in(const KernelParams& p, Index t, BlockInfo& blk) const {
+    const Index section_tiles = static_cast<Index>(kSectionPairs) * static_cast<Index>(query_tiles);
+    const Index section = t / section_tiles;
+    const Index first_pair = section * kSectionPairs;
+    const Index pair_count = static_cast<Index>(heads) * static_cast<Index>(batch);
+    const Index left = pair_count - first_pair;
+    const Index pairs = left < kSectionPairs ? left : static_cast<Index>(kSectionPairs);
+    const Index in_section = t - section * section_tiles;
     const int m = query_tiles - 1 - static_cast<int>(in_section / pairs);
-    const int64_t pair = section * kSectionPairs + in_section % pairs;
-    return blk.init_at<kBlockM, kBlockN>(p, static_cast<int>(pair % heads), m, static_cast<int>(pair / heads));
+    const Index pair = first_pair + in_section % pairs;
+    const Index hs = static_cast<Index>(heads);
+    return blk.init_at<kBlockM, kBlockN>(p, static_cast<int>(pair % hs), m, static_cast<int>(pair / hs));
   }
 
   // Work tile t's BlockInfo and, where kRouted, its route word (false when the query tile lies

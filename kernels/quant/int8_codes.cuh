@@ -68,16 +68,16 @@ class Int8Encoder {
     // complement then sits in the low mantissa bits.
     constexpr float kRound = 12582912.0f;
     uint32_t bits[4];
-    float worst = 0.0f;
+    bool near_tie = false;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const float y = __fmul_rn(x[i], inv_);
       const float t = __fadd_rn(y, kRound);
-      worst = fmaxf(worst, fabsf(__fsub_rn(y, __fsub_rn(t, kRound))));  // exact distance to rne(y)
-      worst = y != y ? 1.0f : worst;
+      // The exact distance to rne(y); a NaN fails the comparison (one predicated compare).
+      near_tie |= !(fabsf(__fsub_rn(y, __fsub_rn(t, kRound))) < 0.5f - 0x1p-14f);
       bits[i] = __float_as_uint(t);
     }
-    if (worst >= 0.5f - 0x1p-14f) {
+    if (near_tie) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) bits[i] = static_cast<uint32_t>(int8_code(x[i], scale_));
     }

@@ -1,6 +1,7 @@
-// quantize_once: blockwise INT8 codes and scales of Q (BLKQ = 128 tokens) and K (BLKK = 64
-// tokens; the smoothed keys Ks with smooth_k), one CTA per (scale block, head), bit-identical with
-// quantize_blockwise on the CPU.
+// quantize_once's passes: blockwise INT8 codes and scales of Q (BLKQ = 128 tokens; for the kernels
+// that read Q8, the warp-specialized one codes Q on chip) and K (BLKK = 64 tokens; the smoothed
+// keys Ks with smooth_k), one CTA per (scale block, head), bit-identical with quantize_blockwise on
+// the CPU.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -79,38 +80,51 @@ void launch_quantize(const void* x, int8_t* codes, float* scales, const int64_t*
                            std::to_string(grid.y) + ")");
 }
 
-}  // namespace
+std::string describe(const PrefillParams& p, const char* pass) {
+  return std::string(pass) + "(d=" + std::to_string(p.d) + " hq=" + std::to_string(p.hq) +
+         " hk=" + std::to_string(p.hk) + " batch=" + std::to_string(p.batch) +
+         " total_q=" + std::to_string(p.total_q) + " total_k=" + std::to_string(p.total_k) +
+         " q_blocks=" + std::to_string(p.q_blocks) + " k_blocks=" + std::to_string(p.k_blocks) +
+         (p.numerics.smooth_k ? " smooth_k" : "") + ")";
+}
 
-void quantize_qk(const PrefillParams& p, void* stream) {
-  const std::string context = "quantize_qk(d=" + std::to_string(p.d) + " hq=" + std::to_string(p.hq) +
-                              " hk=" + std::to_string(p.hk) + " batch=" + std::to_string(p.batch) +
-                              " total_q=" + std::to_string(p.total_q) + " total_k=" + std::to_string(p.total_k) +
-                              " q_blocks=" + std::to_string(p.q_blocks) + " k_blocks=" + std::to_string(p.k_blocks) +
-                              (p.numerics.smooth_k ? " smooth_k" : "") + ")";
+// What both passes check; false when there is nothing to code.
+bool validate(const PrefillParams& p, int heads, int64_t blocks, const std::string& context) {
   if (!prefill_supports_head_dim(p.d)) {
     throw std::invalid_argument(context + ": unsupported head dimension d=" + std::to_string(p.d) +
                                 " (supported: 64, 128)");
   }
-  if (p.hq <= 0 || p.hk <= 0 || p.hq > 65535 || p.hk > 65535 || p.batch < 0 || p.q_blocks < 0 || p.k_blocks < 0 ||
-      p.q_blocks > 0x7fffffff || p.k_blocks > 0x7fffffff) {
-    throw std::invalid_argument(context + ": heads, batch or block counts out of range");
+  if (heads <= 0 || heads > 65535 || p.batch < 0 || blocks < 0 || blocks > 0x7fffffff) {
+    throw std::invalid_argument(context + ": heads, batch or block count out of range");
   }
-  if (p.batch == 0 || (p.q_blocks == 0 && p.k_blocks == 0)) return;
-  if (!p.q || !p.k || !p.q8 || !p.k8 || !p.q_scale || !p.k_scale || !p.q_block_offset || !p.k_block_offset ||
-      !p.cu_seqlens_q || !p.cu_seqlens_k) {
-    throw std::invalid_argument(context +
-                                ": q, k, q8, k8, q_scale, k_scale, block offsets and cu_seqlens must be device pointers");
+  return p.batch > 0 && blocks > 0;
+}
+
+}  // namespace
+
+void quantize_queries(const PrefillParams& p, void* stream) {
+  const std::string context = describe(p, "quantize_queries");
+  if (!validate(p, p.hq, p.q_blocks, context)) return;
+  if (!p.q || !p.q8 || !p.q_scale || !p.q_block_offset || !p.cu_seqlens_q) {
+    throw std::invalid_argument(context + ": q, q8, q_scale, q_block_offset and cu_seqlens_q must be device pointers");
+  }
+  launch_quantize<kBlockQ>(p.q, p.q8, p.q_scale, p.cu_seqlens_q, p.q_block_offset, p.q_blocks, p.batch, p.hq, p.d,
+                           static_cast<cudaStream_t>(stream), context);
+}
+
+void quantize_keys(const PrefillParams& p, void* stream) {
+  const std::string context = describe(p, "quantize_keys");
+  if (!validate(p, p.hk, p.k_blocks, context)) return;
+  if (!p.k || !p.k8 || !p.k_scale || !p.k_block_offset || !p.cu_seqlens_k) {
+    throw std::invalid_argument(context + ": k, k8, k_scale, k_block_offset and cu_seqlens_k must be device pointers");
   }
   if (p.numerics.smooth_k && !p.k_smoothed) {
     throw std::invalid_argument(context + ": smooth_k codes the smoothed keys: k_smoothed must be a device pointer "
                                           "(written by smooth_keys)");
   }
-  const auto s = static_cast<cudaStream_t>(stream);
-  launch_quantize<kBlockQ>(p.q, p.q8, p.q_scale, p.cu_seqlens_q, p.q_block_offset, p.q_blocks, p.batch, p.hq, p.d, s,
-                           context);
   const void* keys = p.numerics.smooth_k ? p.k_smoothed : p.k;
-  launch_quantize<kBlockK>(keys, p.k8, p.k_scale, p.cu_seqlens_k, p.k_block_offset, p.k_blocks, p.batch, p.hk, p.d, s,
-                           context);
+  launch_quantize<kBlockK>(keys, p.k8, p.k_scale, p.cu_seqlens_k, p.k_block_offset, p.k_blocks, p.batch, p.hk, p.d,
+                           static_cast<cudaStream_t>(stream), context);
 }
 
 }  // namespace tilemix::gpu

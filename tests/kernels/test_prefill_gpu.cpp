@@ -366,7 +366,8 @@ TEST_CASE("unsupported values are rejected by name before any launch", "[gpu][pr
   p.d = 96;
   CHECK_THROWS_WITH(gpu::flash_fp16_prefill(p, nullptr), Catch::Contains("d=96"));
   CHECK_THROWS_AS(gpu::tilemix_prefill(p, nullptr), std::invalid_argument);
-  CHECK_THROWS_AS(gpu::quantize_qk(p, nullptr), std::invalid_argument);
+  CHECK_THROWS_AS(gpu::quantize_queries(p, nullptr), std::invalid_argument);
+  CHECK_THROWS_AS(gpu::quantize_keys(p, nullptr), std::invalid_argument);
   CHECK_THROWS_AS(gpu::tilemix_geometry(96), std::invalid_argument);
   p = gpu.params(numerics());
   p.numerics.accum = static_cast<AccumPrecision>(7);
@@ -380,7 +381,7 @@ TEST_CASE("unsupported values are rejected by name before any launch", "[gpu][pr
   p.numerics.smooth_k = true;
   p.k_smoothed = nullptr;
   CHECK_THROWS_WITH(gpu::smooth_keys(p, nullptr), Catch::Contains("k_smoothed"));
-  CHECK_THROWS_WITH(gpu::quantize_qk(p, nullptr), Catch::Contains("k_smoothed"));
+  CHECK_THROWS_WITH(gpu::quantize_keys(p, nullptr), Catch::Contains("k_smoothed"));
 }
 
 TEST_CASE("FP8 P V (pv fp8 and routed) follows the emulator on the warp-specialized mainloop, both modes bit-identical",

@@ -1,5 +1,6 @@
-// quantize_qk against quantize_blockwise, and with smooth_k smooth_keys + quantize_qk against
-// smooth_keys and quantize_blockwise of Ks on the CPU: kbar, qkbar, Ks, codes and scales bit for bit;
+// quantize_queries and quantize_keys against quantize_blockwise, and with smooth_k smooth_keys +
+// quantize_keys against smooth_keys and quantize_blockwise of Ks on the CPU: kbar, qkbar, Ks, codes
+// and scales bit for bit;
 // quantize_values_fp8 against its CPU twin (pv fp8): V8 codes in the FP8 MMA layout and scales.
 #include <catch2/catch.hpp>
 #include <algorithm>
@@ -18,7 +19,7 @@ using namespace tilemix;
 using namespace tilemix::app;
 using namespace tilemix::testing;
 
-TEST_CASE("quantize_qk is bit-identical with quantize_blockwise", "[gpu][quant]") {
+TEST_CASE("quantize_queries and quantize_keys are bit-identical with quantize_blockwise", "[gpu][quant]") {
   for (int d : {64, 128}) {
     for (InputKind kind : {InputKind::gaussian, InputKind::llm_like}) {
       INFO("d=" << d << " input=" << to_string(kind));
@@ -43,7 +44,7 @@ TEST_CASE("quantize_qk is bit-identical with quantize_blockwise", "[gpu][quant]"
   }
 }
 
-TEST_CASE("smooth_keys and quantize_qk with smooth_k are bit-identical with the CPU's Ks and its codes",
+TEST_CASE("smooth_keys and quantize_keys with smooth_k are bit-identical with the CPU's Ks and its codes",
           "[gpu][quant]") {
   // Fresh lengths and inputs every run (printed on failure): varlen with partial K blocks, an
   // empty and a length-1 sequence, GQA 1, 3 and 8, keys with and without channel offsets.

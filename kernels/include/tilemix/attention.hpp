@@ -35,7 +35,8 @@ struct PrefillParams {
   // score product each. False is always correct.
   bool uniform_steps = false;
   // quantize_once scratch: INT8 codes in the layout of q / k, scales [blocks, heads] with
-  // block offsets [batch + 1] (BLKQ = 128 for q, BLKK = 64 for k). Unused by on_the_fly.
+  // block offsets [batch + 1] (BLKQ = 128 for q, BLKK = 64 for k). Unused by on_the_fly; the
+  // warp_specialized mainloop codes Q on chip and reads none of q8, q_scale and q_block_offset.
   int8_t* q8 = nullptr;
   int8_t* k8 = nullptr;
   float* q_scale = nullptr;
@@ -45,7 +46,7 @@ struct PrefillParams {
   int64_t q_blocks = 0, k_blocks = 0;
   // Key smoothing (numerics.smooth_k, tilemix only; core/quant.hpp): smooth_keys writes kbar
   // [batch, hk, d] (through kbar_partial [k_blocks, hk, d], the BLKK block sums), the smoothed keys
-  // k_smoothed (FP16 [total_k, hk, d]) and qkbar [total_q, hq]. quantize_qk then codes k_smoothed
+  // k_smoothed (FP16 [total_k, hk, d]) and qkbar [total_q, hq]. quantize_keys then codes k_smoothed
   // in place of k, and tilemix_prefill runs its kernel on k_smoothed and adds fp32(qkbar *
   // softmax_scale) to the LSE. Unused otherwise (flash_fp16_prefill ignores smooth_k).
   float* kbar = nullptr;
@@ -90,8 +91,9 @@ inline PrefillMainloop tilemix_mainloop(PrefillMainloop mainloop, const Numerics
 // Launches on `stream` (a cudaStream_t passed as void*; nullptr = default stream). Throws
 // std::invalid_argument for unsupported values (d, numerics) naming the value, and CudaError
 // (a std::runtime_error) for CUDA failures naming the call and the shape.
-void quantize_qk(const PrefillParams& p, void* stream);  // writes q8/k8/scales (smooth_k: after smooth_keys)
-// smooth_k, either mode: kbar, qkbar and k_smoothed, before quantize_qk and tilemix_prefill.
+void quantize_queries(const PrefillParams& p, void* stream);  // writes q8 and q_scale
+void quantize_keys(const PrefillParams& p, void* stream);     // writes k8 and k_scale (smooth_k: after smooth_keys)
+// smooth_k, either mode: kbar, qkbar and k_smoothed, before quantize_keys and tilemix_prefill.
 void smooth_keys(const PrefillParams& p, void* stream);
 // pv fp8 / routed: v8 and v_scale (v, v8 and cu_seqlens 16-byte aligned as cudaMalloc leaves them).
 void quantize_values_fp8(const PrefillParams& p, void* stream);

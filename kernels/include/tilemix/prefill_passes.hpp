@@ -11,7 +11,7 @@
 
 namespace tilemix::gpu {
 
-// True when some word routes a group to INT8. Only then does quantize_once need quantize_qk and
+// True when some word routes a group to INT8. Only then does quantize_once need its passes and
 // the q8/k8/scale scratch (tilemix_prefill reads them for INT8 tiles alone); without an INT8
 // route a caller skips quantization entirely and may leave those pointers null.
 inline bool any_int8_route(const std::vector<uint64_t>& words) {
@@ -24,12 +24,15 @@ struct PrefillWords {
   bool built_on_gpu = false;  // layout adaptive: adaptive_words writes them from Q and K at every launch
 };
 
-// The passes of one call, in launch order: adaptive_words, smooth_keys, quantize_qk,
-// quantize_values_fp8, then tilemix_prefill with `numerics` on `mainloop`.
+// The passes of one call, in launch order: adaptive_words, smooth_keys, quantize_queries,
+// quantize_keys, quantize_values_fp8, then tilemix_prefill with `numerics` on `mainloop`.
 struct PrefillPasses {
   bool adaptive_words = false;
   bool smooth_keys = false;          // smooth_k, either mode: Ks, kbar, its block sums and qkbar
-  bool quantize_qk = false;          // quantize_once with an INT8 route: Q8, K8, their scales, the Q blocks
+  // quantize_once with an INT8 route: Q8, its scales and the Q blocks where the mainloop reads
+  // them (warp_specialized codes Q on chip), K8 and its scales on every mainloop.
+  bool quantize_queries = false;
+  bool quantize_keys = false;
   bool quantize_values_fp8 = false;  // some tile takes FP8 P V: V8 and its scales
   // What tilemix_prefill runs: pv routed without an INT8-routed tile takes FP8 P V nowhere, so it
   // runs as pv fp16 (bit-identical with it), on the mainloop FP8 P V would have taken.
@@ -38,7 +41,7 @@ struct PrefillPasses {
 
   // Whether some pass codes or smooths the operands (every pass but adaptive_words): its time is
   // the bench's quant_ms.
-  bool quantizes() const { return smooth_keys || quantize_qk || quantize_values_fp8; }
+  bool quantizes() const { return smooth_keys || quantize_queries || quantize_keys || quantize_values_fp8; }
   // The K block offsets: the blocks of the K scales, of smooth_keys' sums and of the V codes.
   bool k_block_offsets() const { return quantizes(); }
 };

@@ -35,21 +35,39 @@ TEST_CASE("any_int8_route: some word with a set bit", "[passes]") {
   CHECK(gpu::any_int8_route({0, uint64_t{1} << 63, 0}));
 }
 
-TEST_CASE("quantize_qk runs for quantize_once with an INT8 route alone", "[passes]") {
+TEST_CASE("quantize_once codes K with an INT8 route alone, and Q only for the kernels that read Q8", "[passes]") {
   const PrefillPasses once = passes_of(numerics_of(QuantMode::quantize_once, PvPrecision::fp16), kInt8);
-  CHECK(once.quantize_qk);
+  CHECK(once.quantize_keys);
+  // automatic runs the warp-specialized kernel, which codes Q on chip.
+  CHECK(once.mainloop == PrefillMainloop::warp_specialized);
+  CHECK_FALSE(once.quantize_queries);
+  CHECK(once.quantizes());
   CHECK(once.k_block_offsets());
   CHECK_FALSE(once.smooth_keys);
   CHECK_FALSE(once.quantize_values_fp8);
   CHECK_FALSE(once.adaptive_words);
 
   const PrefillPasses fp16_words = passes_of(numerics_of(QuantMode::quantize_once, PvPrecision::fp16), kFp16Only);
-  CHECK_FALSE(fp16_words.quantize_qk);
+  CHECK_FALSE(fp16_words.quantize_keys);
+  CHECK_FALSE(fp16_words.quantize_queries);
   CHECK_FALSE(fp16_words.k_block_offsets());
 
-  const PrefillPasses otf = passes_of(numerics_of(QuantMode::on_the_fly, PvPrecision::fp16), kInt8);
-  CHECK_FALSE(otf.quantize_qk);
-  CHECK_FALSE(otf.k_block_offsets());
+  // The older kernels read Q8 from memory.
+  const PrefillPasses older =
+      passes_of(numerics_of(QuantMode::quantize_once, PvPrecision::fp16), kInt8, PrefillMainloop::wgmma);
+  CHECK(older.quantize_keys);
+  CHECK(older.quantize_queries);
+  CHECK_FALSE(
+      passes_of(numerics_of(QuantMode::quantize_once, PvPrecision::fp16), kFp16Only, PrefillMainloop::wgmma)
+          .quantize_queries);
+
+  for (const PrefillMainloop m : {PrefillMainloop::automatic, PrefillMainloop::wgmma}) {
+    const PrefillPasses otf = passes_of(numerics_of(QuantMode::on_the_fly, PvPrecision::fp16), kInt8, m);
+    CHECK_FALSE(otf.quantize_keys);
+    CHECK_FALSE(otf.quantize_queries);
+    CHECK_FALSE(otf.quantizes());
+    CHECK_FALSE(otf.k_block_offsets());
+  }
 }
 
 TEST_CASE("smooth_keys runs with smooth_k in either mode, with or without an INT8 route", "[passes]") {
@@ -59,9 +77,9 @@ TEST_CASE("smooth_keys runs with smooth_k in either mode, with or without an INT
       const PrefillPasses smooth = passes_of(numerics_of(mode, PvPrecision::fp16, true), words);
       CHECK(smooth.smooth_keys);
       CHECK(smooth.numerics.smooth_k);
-      // Its block sums take the K blocks, also where quantize_qk does not run.
+      // Its block sums take the K blocks, also where quantize_keys does not run.
       CHECK(smooth.k_block_offsets());
-      CHECK(smooth.quantize_qk == (mode == QuantMode::quantize_once && words.any_int8));
+      CHECK(smooth.quantize_keys == (mode == QuantMode::quantize_once && words.any_int8));
       CHECK_FALSE(passes_of(numerics_of(mode, PvPrecision::fp16), words).smooth_keys);
     }
   }
@@ -89,7 +107,8 @@ TEST_CASE("pv routed without an INT8 route runs as pv fp16 on FP8 P V's mainloop
   asked.state = StatePrecision::fp16;
   const PrefillPasses p = passes_of(asked, kFp16Only);
   CHECK_FALSE(p.quantize_values_fp8);
-  CHECK_FALSE(p.quantize_qk);
+  CHECK_FALSE(p.quantize_keys);
+  CHECK_FALSE(p.quantize_queries);
   CHECK_FALSE(p.k_block_offsets());
   CHECK(p.numerics.pv == PvPrecision::fp16);
   // The rest of the numerics as asked.
@@ -123,6 +142,6 @@ TEST_CASE("adaptive_words runs where the words are built on the GPU", "[passes]"
   const Numerics n = numerics_of(QuantMode::quantize_once, PvPrecision::fp16);
   const PrefillPasses adaptive = passes_of(n, PrefillWords{true, true});
   CHECK(adaptive.adaptive_words);
-  CHECK(adaptive.quantize_qk);
+  CHECK(adaptive.quantize_keys);
   CHECK_FALSE(passes_of(n, kInt8).adaptive_words);
 }
