@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """scripts/plot_results.py as a user runs it (its shebang's interpreter), on the fixtures of
-tests/scripts/fixtures/: every plot is rendered, its SVG holds the series and panel labels that
-the fixture's rows call for, the frontier's speedups are those of each row's own group (the two
-mainloops of one shape have their own flash_fp16), absent deviations skip the frontier with a
-message or are joined from --accuracy, re-rendering gives the same bytes, and a file that is not
-a tilemix-bench JSON is an input error (exit 2) that names it.
+tests/scripts/fixtures/: every plot is rendered and its SVG parses; it holds the series and panel
+labels that the fixture's rows call for; the frontier's speedups are those of each row's own group
+(the two mainloops of one shape have their own flash_fp16); a frontier panel labels exactly its
+baselines and the Pareto front of its tilemix points, computed here from the rows (every point
+with --label all); no throughput panel draws more than 8 lines and FP8 P V series are only in
+panels of their own; absent deviations skip the frontier with a message or are joined from
+--accuracy; re-rendering gives the same bytes; and a file that is not a tilemix-bench JSON is an
+input error (exit 2) that names it.
 Exits 77 (skipped) where the script's interpreter has no matplotlib.
 """
 import copy
@@ -22,7 +25,10 @@ SCRIPT = ROOT / "scripts" / "plot_results.py"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 GPU_FIXTURE = FIXTURES / "gpu-prefill-tiny.json"  # GPU table with rel_l2_vs_ref, as --reference writes it
 EMULATOR_FIXTURE = FIXTURES / "emulator-prefill-tiny.json"  # tilemix-bench --device cpu of the same config
+MIXED_FIXTURE = FIXTURES / "gpu-prefill-mixed.json"  # many layouts and ratios, smooth_k, FP8 P V, four baselines
 SKIPPED = 77
+MAX_SERIES = 8
+SVG = "{http://www.w3.org/2000/svg}"
 
 
 def interpreter():
@@ -53,7 +59,32 @@ def tearDownModule():
 def svg_texts(path):
     """Every text of an SVG (parsing it also checks that it is well-formed)."""
     root = ElementTree.parse(path).getroot()
-    return {"".join(e.itertext()).strip() for e in root.iter("{http://www.w3.org/2000/svg}text")}
+    return {"".join(e.itertext()).strip() for e in root.iter(f"{SVG}text")}
+
+
+def svg_panels(path):
+    """Each panel (matplotlib axes) of an SVG, in drawing order: its title's lines, its point
+    labels (the groups whose id starts with point-label-), its legend's entries and how many
+    lines it draws."""
+    figure = ElementTree.parse(path).getroot().find(f"{SVG}g")
+    panels = []
+    for axes in figure.findall(f"{SVG}g"):
+        if axes.get("id").startswith(("patch_", "text_", "legend_")):
+            continue
+        groups = axes.findall(f"{SVG}g")
+
+        def lines_of(group):
+            return ["".join(t.itertext()).strip() for t in group.iter(f"{SVG}text")]
+
+        legend = next((g for g in groups if g.get("id").startswith("legend_")), None)
+        panels.append({
+            "title": next((lines_of(g) for g in groups if g.get("id").startswith("text_")), []),
+            "labels": [" ".join(lines_of(g)) for g in groups if g.get("id").startswith("point-label-")],
+            "legend": [] if legend is None else
+                      [" ".join(lines_of(g)) for g in legend.findall(f"{SVG}g") if g.get("id").startswith("text_")],
+            "lines": sum(g.get("id").startswith("line2d_") for g in groups),
+        })
+    return panels
 
 
 def load(path):
@@ -61,8 +92,48 @@ def load(path):
 
 
 def routing_label(row):
+    """A tilemix row's name in the pictures: layout, ratio, then what its numerics change."""
     layout = row["layout"]
-    return layout if layout in ("zero", "one") else f"{layout} {100 * row['ratio']:g}%"
+    label = layout if layout in ("zero", "one") else f"{layout} {100 * row['ratio']:g}%"
+    if row.get("mode") == "on_the_fly":
+        label += " on_the_fly"
+    if row.get("pv") not in (None, "fp16"):
+        label += f" pv {row['pv']}"
+    if row.get("smooth_k"):
+        label += " smooth_k"
+    return label
+
+
+def point_label(row):
+    return routing_label(row) if row["method"] == "tilemix" else row["method"]
+
+
+def frontier_panels(doc, base_method):
+    """{panel title: [(label, rel_l2, speedup, tilemix?)]}: the points of each group of the fixture,
+    (L, causal), with their speedups over the group's base_method row."""
+    groups = {}
+    for row in doc["rows"]:
+        groups.setdefault(f"L={row['lq']}  {'causal' if row['causal'] else 'not causal'}", []).append(row)
+    panels = {}
+    for title, rows in groups.items():
+        (base,) = [r for r in rows if r["method"] == base_method]
+        panels[title] = [(point_label(r), r["rel_l2_vs_ref"], base["median_ms"] / r["median_ms"],
+                          r["method"] == "tilemix") for r in rows if r["rel_l2_vs_ref"] is not None]
+    return panels
+
+
+def pareto_labels(points):
+    """The labels of the tilemix points that no other tilemix point beats: as accurate or more and as
+    fast or faster, one of the two strictly."""
+    routed = [p for p in points if p[3]]
+    return {label for label, l2, speedup, _ in routed
+            if not any(o_l2 <= l2 and o_speedup >= speedup and (o_l2 < l2 or o_speedup > speedup)
+                       for _, o_l2, o_speedup, _ in routed)}
+
+
+def without_speedup(label):
+    """A baseline beyond a panel's speedups is labelled with its speedup: `cudnn_fp8 ↑ x1.67`."""
+    return re.sub(r" [↑↓] x\S+$", "", label)
 
 
 def case_axes(case_name):
@@ -103,16 +174,46 @@ class Case(unittest.TestCase):
 
 
 class Frontier(Case):
-    def test_renders_a_labelled_point_per_layout_and_ratio_and_a_panel_per_group(self):
-        result, out = shared_render(GPU_FIXTURE)
+    def test_labels_every_point_with_label_all_and_draws_a_panel_per_group(self):
+        result, out = shared_render(GPU_FIXTURE, "--label", "all")
         self.assertRun(result, 0)
-        for short in ("flash", "cudnn"):
-            texts = svg_texts(out / f"gpu-prefill-tiny-frontier-{short}.svg")
+        for base_method, short in (("flash_fp16", "flash"), ("cudnn_fp16", "cudnn")):
+            svg = out / f"gpu-prefill-tiny-frontier-{short}.svg"
+            expected = {}
             for row in self.gpu["rows"]:
-                label = routing_label(row) if row["method"] == "tilemix" else row["method"]
-                self.assertIn(label, texts, f"frontier-{short}: no point label {label!r}")
-                self.assertIn(panel_title(row, with_length=True), texts)
-            self.assertIn(f"speedup over {short}_fp16", texts)
+                expected.setdefault(panel_title(row, with_length=True), []).append(point_label(row))
+            panels = {" ".join(p["title"]): p for p in svg_panels(svg)}
+            self.assertEqual(set(panels), set(expected))
+            for title, labels in expected.items():
+                self.assertEqual(sorted(without_speedup(label) for label in panels[title]["labels"]), sorted(labels),
+                                 f"frontier-{short}: {title}")
+            self.assertIn(f"speedup over {base_method} (higher is better)", svg_texts(svg))
+
+    def test_labels_the_baselines_and_exactly_the_pareto_front_of_each_panel(self):
+        result, out = shared_render(MIXED_FIXTURE)
+        self.assertRun(result, 0)
+        mixed = load(MIXED_FIXTURE)
+        for base_method, short in (("flash_fp16", "flash"), ("cudnn_fp16", "cudnn")):
+            expected = frontier_panels(mixed, base_method)
+            panels = {" ".join(p["title"]): p for p in svg_panels(out / f"gpu-prefill-mixed-frontier-{short}.svg")}
+            self.assertEqual(set(panels), set(expected))
+            for title, points in expected.items():
+                front = pareto_labels(points)
+                # The fixture makes the check mean something: a front of several points, and points off it.
+                self.assertGreater(len(front), 1, title)
+                self.assertLess(len(front), sum(routed for *_, routed in points), title)
+                baselines = {label for label, _, _, routed in points if not routed}
+                labelled = [without_speedup(label) for label in panels[title]["labels"]]
+                self.assertEqual(len(labelled), len(front) + len(baselines), f"frontier-{short}: {title}: {labelled}")
+                self.assertEqual(set(labelled), front | baselines, f"frontier-{short}: {title}")
+
+    def test_label_all_labels_every_point_of_each_panel(self):
+        result, out = shared_render(MIXED_FIXTURE, "--label", "all", "--plot", "frontier")
+        self.assertRun(result, 0)
+        expected = frontier_panels(load(MIXED_FIXTURE), "flash_fp16")
+        for panel in svg_panels(out / "gpu-prefill-mixed-frontier-flash.svg"):
+            labels = sorted(label for label, *_ in expected[" ".join(panel["title"])])
+            self.assertEqual(sorted(without_speedup(label) for label in panel["labels"]), labels)
 
     def test_speedups_are_over_the_base_of_the_rows_own_group(self):
         result, _ = shared_render(GPU_FIXTURE)
@@ -214,6 +315,40 @@ class Throughput(Case):
             self.assertIn(panel_title(row, with_length=False), texts)
         self.assertTrue({"TOPS", "K tokens/s"} <= texts)
 
+    def test_no_panel_draws_more_than_8_lines_and_fp8_pv_has_panels_of_its_own(self):
+        result, out = shared_render(MIXED_FIXTURE)
+        self.assertRun(result, 0)
+        series = {(f"tilemix {routing_label(r)}" if r["method"] == "tilemix" else r["method"]): r
+                  for r in load(MIXED_FIXTURE)["rows"]}
+        self.assertGreater(len(series), MAX_SERIES)
+        # A row of panels (one per causal setting and metric) ends with the panel that holds its legend.
+        rows, row = [], []
+        for panel in svg_panels(out / "gpu-prefill-mixed-throughput.svg"):
+            row.append(panel)
+            if panel["legend"]:
+                rows.append(row)
+                row = []
+        self.assertEqual(row, [])
+        self.assertGreater(len(rows), 2)
+        shown = {}  # causal setting -> the series of its panels
+        for row in rows:
+            legend = row[-1]["legend"]
+            content = " ".join(row[-1]["title"][1:])
+            self.assertLessEqual(len(legend), MAX_SERIES, content)
+            pvs = {series[label]["pv"] for label in legend if series[label]["method"] == "tilemix"}
+            if content.startswith("FP16 P V"):
+                self.assertEqual(pvs, {"fp16"}, content)
+            elif "(pv fp8)" in content:
+                self.assertEqual(pvs, {"fp8"}, content)
+            else:
+                self.assertIn("(pv routed)", content)
+                self.assertEqual(pvs, {"routed"}, content)
+            for panel in row:
+                self.assertEqual(" ".join(panel["title"][1:]), content)
+                self.assertEqual(panel["lines"], len(legend), panel["title"])  # every group has every series
+                shown.setdefault(panel["title"][0], set()).update(legend)
+        self.assertEqual(shown, {"not causal": set(series), "causal": set(series)})
+
     def test_is_skipped_for_a_single_length(self):
         doc = copy.deepcopy(self.gpu)
         doc["rows"] = [r for r in doc["rows"] if r["lq"] == 256]
@@ -254,6 +389,17 @@ class Output(Case):
             self.assertEqual(first, (self.dir / name).read_bytes(), name)
             self.assertNotIn(b"<dc:date>", first)
             self.assertNotIn(b"Matplotlib v", first)
+
+    def test_every_plot_of_the_mixed_fixture_parses_and_renders_again_to_the_same_bytes(self):
+        result, first_out = shared_render(MIXED_FIXTURE)
+        self.assertRun(result, 0)
+        self.assertRun(run(MIXED_FIXTURE, "--out", self.dir), 0)
+        svgs = sorted(p.name for p in first_out.iterdir())
+        self.assertEqual(svgs, [f"gpu-prefill-mixed-{plot}.svg"
+                                for plot in ("deviation", "frontier-cudnn", "frontier-flash", "throughput")])
+        for name in svgs:
+            self.assertTrue(svg_panels(first_out / name), name)
+            self.assertEqual((first_out / name).read_bytes(), (self.dir / name).read_bytes(), name)
 
     def test_writes_beside_the_input_without_out(self):
         beside = self.write("run.json", self.gpu)
