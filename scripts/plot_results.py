@@ -721,6 +721,8 @@ def deviation(path, provenance, rows, settings, labels, out_path):
                     values.append(row[column])
             if values and all(v > 0 for v in values):
                 ax.set_yscale("log")
+            if len({r["coverage"] for r in routed}) == 1:
+                ax.set_xlim(-0.05, 1.05)  # one coverage (a group cut short): still an axis of shares
             ax.set_xlabel("INT8 coverage (legal routing groups)")
             ax.set_ylabel(metric_label)
             ax.set_title(panel_title)
