@@ -7,6 +7,7 @@
 #include "tilemix/device_buffer.hpp"
 #include "tilemix/fp8_mma.hpp"
 #include "tilemix/gpu.hpp"
+#include "tilemix/onchip_codes.hpp"
 #include "tilemix/routing.hpp"
 
 namespace tilemix::gpu {
@@ -36,6 +37,9 @@ void quantize_values_fp8(const PrefillParams&, void*) {
 void tilemix_prefill(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
 void flash_fp16_prefill(const PrefillParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
 void adaptive_words(const AdaptiveRoutingParams&, void*) { throw std::runtime_error("this build has no CUDA kernels"); }
+ResidentCodes code_resident_rows(const std::vector<uint16_t>&, int, int, int) {
+  throw std::runtime_error("this build has no CUDA kernels");
+}
 std::vector<float> fp8_mma_m64n64k32(const std::vector<uint8_t>&, const std::vector<uint8_t>&,
                                      const std::vector<float>&, bool) {
   throw std::runtime_error("this build has no CUDA kernels");

@@ -189,7 +189,8 @@ TEST_CASE("the warp-specialized mainloop matches the emulator of its two-tile st
         const Agreement a = compare_outputs(ws, emu);
         INFO(a.describe());
         CHECK(tight(a, state, accum));
-        // on_the_fly codes Q8 and K8 on chip (the producer's quantizer warps): the same codes, bit for bit.
+        // on_the_fly codes K8 on chip (the quantizer warps), quantize_once copies quantize_keys' codes
+        // (both code Q8 on chip: test_onchip_codes_gpu.cpp): the same codes, bit for bit.
         Numerics on_the_fly = n;
         on_the_fly.mode = QuantMode::on_the_fly;
         CHECK(identical(ws, gpu.tilemix(plan, on_the_fly)));
