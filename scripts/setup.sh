@@ -21,7 +21,7 @@ fi
 build_dir=${BUILD_DIR:-build}
 cuda_args=()
 if [[ -x /usr/local/cuda/bin/nvcc ]]; then
-  cuda_args=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DCMAKE_CUDA_ARCHITECTURES=90a)
+  cuda_args=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
 fi
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "${cuda_args[@]}" "$@"
 cmake --build "$build_dir" -j "$(nproc)"

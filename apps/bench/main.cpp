@@ -20,6 +20,7 @@
 #include "apps/bench/sweep_shard.hpp"
 #include "apps/common/app_main.hpp"
 #include "apps/common/device_choice.hpp"
+#include "apps/common/gpu_support.hpp"
 #include "core/config/experiment.hpp"
 #include "core/error.hpp"
 #include "core/report/table.hpp"
@@ -166,6 +167,7 @@ int main(int argc, char** argv) {
     const ExperimentConfig sweep =
         config_path.empty() ? parse_config(nlohmann::json::parse(app::default_bench_config_json()), "<built-in>", sets)
                             : load_config(config_path, sets);
+    app::require_cases_run_on(sweep, where);
     Provenance prov{"tilemix-bench", std::vector<std::string>(argv, argv + argc),
                     config_path.empty() ? "<built-in>" : config_path, sweep.json, app::device_provenance(where)};
 

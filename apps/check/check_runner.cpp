@@ -55,8 +55,8 @@ void check_prefill_case(const CaseSpec& spec, const DeviceChoice& device, const 
   // ... and the softmax steps and score rounding of the mainloop the case runs on.
   EmulatorOptions options{spec.numerics, KeyOrder::ascending};
   if (device.gpu) {
-    const PrefillEmulation emulation =
-        gpu::prefill_emulation(gpu::tilemix_mainloop(spec.prefill_mainloop, spec.numerics));
+    const PrefillEmulation emulation = gpu::prefill_emulation(
+        gpu::tilemix_mainloop(spec.prefill_mainloop, spec.numerics, gpu::current_compute_capability()));
     options.softmax_tiles = emulation.softmax_tiles;
     options.fused_score_scale = emulation.fused_score_scale;
   }

@@ -7,6 +7,7 @@
 #include "apps/check/check_runner.hpp"
 #include "apps/common/app_main.hpp"
 #include "apps/common/device_choice.hpp"
+#include "apps/common/gpu_support.hpp"
 #include "core/config/experiment.hpp"
 #include "core/report/table.hpp"
 
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
     const app::DeviceChoice where = app::choose_device(device);
     if (!where.note.empty()) fmt::print(stderr, "tilemix-check: note: {}\n", where.note);
     ExperimentConfig config = load_config(config_path);
+    app::require_cases_run_on(config, where);
     if (fresh) app::draw_fresh_input_seeds(config);
 
     app::CheckRun run = app::run_checks(config, where, filter);

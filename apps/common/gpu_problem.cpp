@@ -5,12 +5,14 @@
 #include "core/quant.hpp"
 #include "core/quant_fp8.hpp"
 #include "core/routing/layouts/adaptive.hpp"
+#include "tilemix/gpu.hpp"
 #include "tilemix/routing.hpp"
 
 namespace tilemix::app {
 
 GpuProblem::GpuProblem(const AttentionShape& shape, const AttentionInputs& inputs)
     : shape_(shape),
+      cc_(gpu::current_compute_capability()),
       q_(gpu::to_device(inputs.q)),
       k_(gpu::to_device(inputs.k)),
       v_(gpu::to_device(inputs.v)),

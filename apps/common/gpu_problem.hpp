@@ -95,7 +95,7 @@ class GpuProblem {
   void launch_quantization_passes(const gpu::PrefillPasses& passes, const gpu::PrefillParams& p);
   // The passes a tilemix call asking for `numerics` runs with the routing set.
   gpu::PrefillPasses tilemix_passes(const Numerics& numerics) const {
-    return gpu::prefill_passes(numerics, mainloop_, {any_int8_, routes_on_gpu()});
+    return gpu::prefill_passes(numerics, mainloop_, {any_int8_, routes_on_gpu()}, cc_);
   }
 
   // Layout adaptive's word builder for one plan: its schedule and scratch on the device, and the
@@ -108,6 +108,7 @@ class GpuProblem {
   std::unique_ptr<AdaptiveBuilder> make_adaptive_builder(const RoutingPlan& plan, gpu::DeviceBuffer& words) const;
 
   AttentionShape shape_;
+  ComputeCapability cc_;  // the device's: the mainloop `automatic` resolves to depends on it
   PrefillMainloop mainloop_ = PrefillMainloop::automatic;
   int64_t max_seqlen_q_ = 0;
   gpu::DeviceBuffer q_, k_, v_, cu_q_, cu_k_, o_, lse_;

@@ -93,8 +93,10 @@ void read_prefill_case(JsonObjectReader& r, const Context& ctx, CaseKind kind, C
   spec.routing = read_routing(r, ctx, kind, spec.shape, spec.where);
   spec.numerics = read_numerics(r, spec.routing.geometry);
   spec.prefill_mainloop = read_enum(r, "mainloop", kPrefillMainloopNames, spec.prefill_mainloop);
-  if (spec.numerics.pv != PvPrecision::fp16 && spec.prefill_mainloop == PrefillMainloop::wgmma) {
-    throw InputError(r.where("mainloop"), std::string("is wgmma: FP8 P V (pv ") + to_string(spec.numerics.pv) +
+  if (spec.numerics.pv != PvPrecision::fp16 && (spec.prefill_mainloop == PrefillMainloop::wgmma ||
+                                                 spec.prefill_mainloop == PrefillMainloop::mma_sync)) {
+    throw InputError(r.where("mainloop"), std::string("is ") + to_string(spec.prefill_mainloop) +
+                                              ": FP8 P V (pv " + to_string(spec.numerics.pv) +
                                               ") runs on the warp_specialized mainloop (or auto)");
   }
 }

@@ -3,7 +3,8 @@
 // serialization attribute may start while the kernel before it on the stream still runs, once
 // every CTA of that kernel has called allow_dependent_launch() or exited; it must call
 // wait_for_prerequisite_grid() before reading what that kernel writes. Without the attribute
-// both are no-ops, so a kernel can always call them.
+// both are no-ops, so a kernel can always call them; below sm_90 (no programmatic launch: the
+// kernels run in stream order) they compile to nothing.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -12,10 +13,18 @@
 
 namespace tilemix::gpu {
 
-__device__ __forceinline__ void allow_dependent_launch() { asm volatile("griddepcontrol.launch_dependents;\n" ::); }
+__device__ __forceinline__ void allow_dependent_launch() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::);
+#endif
+}
 
 // Waits for the prerequisite grid to complete, its memory operations visible.
-__device__ __forceinline__ void wait_for_prerequisite_grid() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void wait_for_prerequisite_grid() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
 
 // Launches `kernel` as a programmatic dependent of the previous launch on `stream`.
 template <class... Params, class... Args>

@@ -47,4 +47,19 @@ void select_device(int index) {
   TILEMIX_CUDA_CHECK(cudaSetDevice(index), "select device " + std::to_string(index));
 }
 
+ComputeCapability current_compute_capability() {
+  int device = 0;
+  ComputeCapability cc;
+  TILEMIX_CUDA_CHECK(cudaGetDevice(&device), "current device");
+  TILEMIX_CUDA_CHECK(cudaDeviceGetAttribute(&cc.major, cudaDevAttrComputeCapabilityMajor, device), "compute capability");
+  TILEMIX_CUDA_CHECK(cudaDeviceGetAttribute(&cc.minor, cudaDevAttrComputeCapabilityMinor, device), "compute capability");
+  return cc;
+}
+
+std::string current_device_name() {
+  int device = 0;
+  TILEMIX_CUDA_CHECK(cudaGetDevice(&device), "current device");
+  return device_info(device).name + " (device " + std::to_string(device) + ")";
+}
+
 }  // namespace tilemix::gpu

@@ -22,6 +22,8 @@ int device_count(std::string* why) {
 DeviceInfo device_info(int) { throw std::runtime_error("this build has no CUDA kernels"); }
 
 void select_device(int) { throw std::runtime_error("this build has no CUDA kernels"); }
+ComputeCapability current_compute_capability() { throw std::runtime_error("this build has no CUDA kernels"); }
+std::string current_device_name() { throw std::runtime_error("this build has no CUDA kernels"); }
 
 // The geometry is known without a GPU: the emulator and the plans of a CPU-only run use it.
 TileGeometry tilemix_geometry(int d) { return prefill_geometry(d, "tilemix_geometry"); }

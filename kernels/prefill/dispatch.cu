@@ -11,6 +11,7 @@
 #include "kernels/prefill/tile_sizes.hpp"
 #include "kernels/quant/smooth_keys.hpp"
 #include "tilemix/attention.hpp"
+#include "tilemix/gpu.hpp"
 
 namespace tilemix::gpu {
 namespace {
@@ -37,7 +38,14 @@ void require(bool ok, const std::string& context, const std::string& what) {
   if (!ok) throw std::invalid_argument(context + ": " + what);
 }
 
-// Checks what the kernels rely on; returns false when the call has no work.
+// A resolved mainloop, once it is known to run on the current device of compute capability `cc`
+// (else invalid_argument naming the device).
+PrefillMainloop runnable_mainloop(PrefillMainloop mainloop, ComputeCapability cc) {
+  if (!prefill_mainloop_runs_on(mainloop, cc)) require_prefill_mainloop_runs(mainloop, cc, current_device_name());
+  return mainloop;
+}
+
+// Checks what the kernels rely on (p.mainloop resolved); returns false when the call has no work.
 bool validate(const PrefillParams& p, const std::string& context, bool routed) {
   require(prefill_supports_head_dim(p.d), context, "unsupported head dimension d=" + std::to_string(p.d) +
                                                        " (supported: 64, 128)");
@@ -49,8 +57,8 @@ bool validate(const PrefillParams& p, const std::string& context, bool routed) {
     require(p.numerics.mode == QuantMode::quantize_once || p.numerics.mode == QuantMode::on_the_fly, context,
             "unsupported quantization mode " + std::to_string(static_cast<int>(p.numerics.mode)));
     if (p.numerics.pv != PvPrecision::fp16) {
-      require(tilemix_mainloop(p.mainloop, p.numerics) == PrefillMainloop::warp_specialized, context,
-              std::string("pv=") + to_string(p.numerics.pv) + " runs on the warp_specialized mainloop alone");
+      require(p.mainloop == PrefillMainloop::warp_specialized, context,
+              std::string("pv=") + to_string(p.numerics.pv) + " runs on the warp_specialized mainloop alone (sm_90)");
       require(p.numerics.accum == AccumPrecision::fp32, context,
               std::string("pv=") + to_string(p.numerics.pv) + " accumulates in fp32 (accum fp16 given)");
     }
@@ -154,9 +162,11 @@ void launch(const PrefillParams& p, void* stream, const std::string& context) {
                : launch_prefill<64, kPaths, false>(k, shape, stream, context);
   } else if (accum_half) {
     launch_prefill<128, kPaths, true>(k, shape, stream, context);
+  } else if (p.mainloop == PrefillMainloop::mma_sync) {
+    launch_prefill<128, kPaths, false>(k, shape, stream, context);
   } else {
-    // d = 128, fp32 P V accumulation: the wgmma (sm_90a) kernel (automatic takes it for on_the_fly:
-    // tilemix_mainloop).
+    // d = 128, fp32 P V accumulation on `wgmma`: the wgmma (sm_90a) kernel (automatic takes it for
+    // on_the_fly on sm_90: tilemix_mainloop).
     launch_prefill_sm90<kPaths>(k, shape, stream, context);
   }
 }
@@ -169,11 +179,12 @@ PrefillEmulation prefill_emulation(PrefillMainloop mainloop) { return emulation_
 
 void tilemix_prefill(const PrefillParams& p, void* stream) {
   const std::string context = describe(p, "tilemix_prefill", true);
-  if (!validate(p, context, true)) return;
-  // Key smoothing leaves the kernel as it is: it reads Ks as its K (quantize_once: quantize_qk
+  // Key smoothing leaves the kernel as it is: it reads Ks as its K (quantize_once: quantize_keys
   // coded Ks), and the LSE gets q . kbar back after it.
   PrefillParams routed = p;
-  routed.mainloop = tilemix_mainloop(p.mainloop, p.numerics);
+  const ComputeCapability cc = current_compute_capability();
+  routed.mainloop = runnable_mainloop(tilemix_mainloop(p.mainloop, p.numerics, cc), cc);
+  if (!validate(routed, context, true)) return;
   if (p.numerics.smooth_k) {
     require(p.k_smoothed && p.qkbar, context, "smooth_k needs k_smoothed and qkbar (written by smooth_keys)");
     routed.k = p.k_smoothed;
@@ -188,9 +199,10 @@ void tilemix_prefill(const PrefillParams& p, void* stream) {
 
 void flash_fp16_prefill(const PrefillParams& p, void* stream) {
   const std::string context = describe(p, "flash_fp16_prefill", false);
-  if (!validate(p, context, false)) return;
   PrefillParams flash = p;
-  flash.mainloop = flash_mainloop(p.mainloop);
+  const ComputeCapability cc = current_compute_capability();
+  flash.mainloop = runnable_mainloop(flash_mainloop(p.mainloop, cc), cc);
+  if (!validate(flash, context, false)) return;
   launch<ScorePaths::fp16>(flash, stream, context);
 }
 

@@ -325,12 +325,14 @@ TEST_CASE("a --set override that is not UTF-8 is an input error", "[config]") {
 
 TEST_CASE("the prefill mainloop key", "[config]") {
   CHECK(parse(R"({"defaults": {"seq_len": 8}})").cases[0].prefill_mainloop == PrefillMainloop::automatic);
-  const ExperimentConfig c = parse(R"({"defaults": {"seq_len": 8}, "axes": {"mainloop": ["wgmma", "warp_specialized"]}})");
-  REQUIRE(c.cases.size() == 2);
+  const ExperimentConfig c =
+      parse(R"({"defaults": {"seq_len": 8}, "axes": {"mainloop": ["wgmma", "warp_specialized", "mma_sync"]}})");
+  REQUIRE(c.cases.size() == 3);
   CHECK(c.cases[0].prefill_mainloop == PrefillMainloop::wgmma);
   CHECK(c.cases[1].prefill_mainloop == PrefillMainloop::warp_specialized);
-  CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 8, "mainloop": "mma_sync"}})"),
-             Contains("$.defaults.mainloop") && Contains("unknown mainloop 'mma_sync'"));
+  CHECK(c.cases[2].prefill_mainloop == PrefillMainloop::mma_sync);
+  CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 8, "mainloop": "sm80"}})"),
+             Contains("$.defaults.mainloop") && Contains("unknown mainloop 'sm80'"));
   // Every head dimension, accumulation and mode runs on it.
   CHECK(parse(R"({"defaults": {"seq_len": 8, "d": 64, "accum": "fp16", "mode": "on_the_fly",
                                "mainloop": "warp_specialized"}})")
@@ -874,6 +876,8 @@ TEST_CASE("pv: a prefill and model numerics key of the routed kernel, FP8 with f
              Contains("$.cases[0].pv: is a prefill key"));
   CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 64, "pv": "fp8", "mainloop": "wgmma"}})"),
              Contains("$.defaults.mainloop: is wgmma: FP8 P V (pv fp8) runs on the warp_specialized mainloop"));
+  CHECK_THAT(parse_error(R"({"defaults": {"seq_len": 64, "pv": "routed", "mainloop": "mma_sync"}})"),
+             Contains("$.defaults.mainloop: is mma_sync: FP8 P V (pv routed) runs on the warp_specialized mainloop"));
   CHECK_THAT(parse_error(R"({"cases": [{"seq_len": 64, "compare_with": {"method": "flash_fp16", "pv": "fp8"}}]})"),
              Contains("has no meaning for flash_fp16"));
 }

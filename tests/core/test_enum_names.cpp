@@ -77,7 +77,7 @@ TEST_CASE("every enum's name table reads back what it prints", "[config]") {
   check_round_trip(kQuantModeNames, 2);
   check_round_trip(kPvPrecisionNames, 3);
   check_round_trip(kInputKindNames, 3);
-  check_round_trip(kPrefillMainloopNames, 3);
+  check_round_trip(kPrefillMainloopNames, 4);
   check_round_trip(kCacheKindNames, 2);
   check_round_trip(kDecodeMainloopNames, 3);
   check_round_trip(kDecodeCombineWaitNames, 3);
@@ -112,8 +112,8 @@ TEST_CASE("a config's unknown name is refused with the names its table reads", "
       {prefill_case_with(R"("state": "bf16")"), "state: unknown state 'bf16' (expected one of: fp32, fp16)"},
       {prefill_case_with(R"("accum": "int32")"), "accum: unknown accum 'int32' (expected one of: fp32, fp16)"},
       {prefill_case_with(R"("pv": "fp4")"), "pv: unknown pv 'fp4' (expected one of: fp16, fp8, routed)"},
-      {prefill_case_with(R"("mainloop": "mma_sync")"),
-       "mainloop: unknown mainloop 'mma_sync' (expected one of: auto, wgmma, warp_specialized)"},
+      {prefill_case_with(R"("mainloop": "sm80")"),
+       "mainloop: unknown mainloop 'sm80' (expected one of: auto, wgmma, warp_specialized, mma_sync)"},
       {prefill_case_with(R"("input": {"kind": "uniform"})"),
        "input.kind: unknown kind 'uniform' (expected one of: gaussian, llm_like, npy)"},
       {prefill_case_with(R"("compare_with": {"method": "cudnn_fp16"})"),

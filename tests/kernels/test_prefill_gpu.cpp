@@ -131,6 +131,41 @@ TEST_CASE("tilemix matches the emulator for every layout, both modes bit-identic
   }
 }
 
+TEST_CASE("the mma_sync mainloop (the kernel of GPUs other than sm_90) matches the emulator at every d and "
+          "accumulation, both modes bit-identical",
+          "[gpu][prefill]") {
+  // The problems above; d = 128 with fp32 accumulation runs on this kernel only with mma_sync.
+  for (const Problem& pr : kProblems) {
+    const AttentionShape s = make_shape(pr.hq, pr.hk, pr.d, pr.causal, pr.lq, pr.lk);
+    const AttentionInputs in = seeded_inputs(s, 61, pr.input);
+    const ExactResult exact = exact_attention(s, in);
+    GpuProblem gpu(s, in);
+    gpu.set_mainloop(PrefillMainloop::mma_sync);
+    for (const AccumPrecision accum : {AccumPrecision::fp32, AccumPrecision::fp16}) {
+      INFO(pr.name << " accum=" << to_string(accum));
+      const Numerics n = numerics(StatePrecision::fp32, accum);
+      const RoutingPlan zero = uniform_plan(s, gpu::flash_geometry(pr.d), false);
+      const KernelOutput flash = gpu.flash(n);
+      CHECK(tight(compare_outputs(flash, emulate(s, in, zero, n)), StatePrecision::fp32, accum));
+      CHECK(identical(gpu.tilemix(zero, n), flash));
+      for (LayoutKind layout : {LayoutKind::one, LayoutKind::sptrans}) {
+        INFO("layout=" << to_string(layout));
+        const RoutingPlan plan = layout_plan(s, gpu::tilemix_geometry(pr.d), layout, 0.5, 3);
+        const KernelOutput once = gpu.tilemix(plan, n);
+        const EmulatorResult emu = emulate(s, in, plan, n);
+        const Agreement a = compare_outputs(once, emu);
+        INFO(a.describe());
+        CHECK(tight(a, StatePrecision::fp32, accum));
+        CHECK(identical(once, gpu.tilemix(plan, numerics(StatePrecision::fp32, accum, QuantMode::on_the_fly))));
+        std::string why;
+        const bool accurate = as_accurate_as_emulator(once, emu, exact, &why);
+        INFO(why);
+        CHECK(accurate);
+      }
+    }
+  }
+}
+
 EmulatorResult emulate_ws(const AttentionShape& s, const AttentionInputs& in, const RoutingPlan& plan,
                           const Numerics& n) {
   EmulatorOptions o;

@@ -2,7 +2,9 @@
 // Plain C++ API of the prefill kernels (no CUDA types): the routed `tilemix` kernel, the
 // `flash_fp16` baseline and the Q/K quantization kernels. Pointers are device pointers.
 #include <cstdint>
+#include <string>
 
+#include "core/choices/compute_capability.hpp"
 #include "core/choices/prefill.hpp"
 #include "core/problem.hpp"
 #include "core/tiling.hpp"
@@ -72,21 +74,32 @@ TileGeometry flash_geometry(int d);
 // EmulatorOptions' softmax_tiles and fused_score_scale): steps of 2 tiles and the fused scale on
 // warp_specialized.
 PrefillEmulation prefill_emulation(PrefillMainloop mainloop);
-// The mainloop a call asking for `mainloop` runs on. automatic takes the faster kernel of
-// results/h100/prefill-mainloops.json (every d, accumulation, L 1k-16k, causal and not):
-// warp_specialized for flash_fp16 (0.63-0.95x the older kernels' time) and for tilemix with
-// quantize_once (0.60-1.10x, above 1.0 in 6 of 72 rows, all causal at 1k or 4k), but wgmma (the
-// mma.sync kernel at d = 64 or with fp16 accumulation) for on_the_fly, where the warp-specialized
-// kernel's three quantizer warps take 1.16-2.29x their time. FP8 P V (pv fp8 / routed) runs on
-// warp_specialized alone (wgmma is refused).
-inline PrefillMainloop flash_mainloop(PrefillMainloop mainloop) {
-  return mainloop == PrefillMainloop::automatic ? PrefillMainloop::warp_specialized : mainloop;
-}
-inline PrefillMainloop tilemix_mainloop(PrefillMainloop mainloop, const Numerics& numerics) {
+// The mainloop a call asking for `mainloop` runs on, on a GPU of compute capability `cc`.
+// Below sm_90 (or past it) automatic takes mma_sync, the one kernel built for every GPU. On sm_90
+// it takes the faster kernel of results/h100/prefill-mainloops.json (every d, accumulation, L
+// 1k-16k, causal and not): warp_specialized for flash_fp16 (0.63-0.95x the older kernels' time)
+// and for tilemix with quantize_once (0.60-1.10x, above 1.0 in 6 of 72 rows, all causal at 1k or
+// 4k), but wgmma (the mma.sync kernel at d = 64 or with fp16 accumulation) for on_the_fly, where
+// the warp-specialized kernel's three quantizer warps take 1.16-2.29x their time. FP8 P V (pv fp8
+// / routed) runs on warp_specialized alone (wgmma and mma_sync are refused).
+inline PrefillMainloop flash_mainloop(PrefillMainloop mainloop, ComputeCapability cc = {}) {
   if (mainloop != PrefillMainloop::automatic) return mainloop;
+  return cc.runs_sm90a() ? PrefillMainloop::warp_specialized : PrefillMainloop::mma_sync;
+}
+inline PrefillMainloop tilemix_mainloop(PrefillMainloop mainloop, const Numerics& numerics, ComputeCapability cc = {}) {
+  if (mainloop != PrefillMainloop::automatic) return mainloop;
+  if (!cc.runs_sm90a()) return PrefillMainloop::mma_sync;
   const bool older_faster = numerics.mode == QuantMode::on_the_fly && numerics.pv == PvPrecision::fp16;
   return older_faster ? PrefillMainloop::wgmma : PrefillMainloop::warp_specialized;
 }
+// Whether a resolved `mainloop` runs on a GPU of compute capability `cc`: wgmma and
+// warp_specialized are built for sm_90a alone.
+inline bool prefill_mainloop_runs_on(PrefillMainloop mainloop, ComputeCapability cc) {
+  return cc.runs_sm90a() || mainloop == PrefillMainloop::mma_sync;
+}
+// Throws std::invalid_argument naming the GPU, its compute capability and the mainloop where a
+// resolved `mainloop` does not run on it.
+void require_prefill_mainloop_runs(PrefillMainloop mainloop, ComputeCapability cc, const std::string& gpu);
 
 // Launches on `stream` (a cudaStream_t passed as void*; nullptr = default stream). Throws
 // std::invalid_argument for unsupported values (d, numerics) naming the value, and CudaError

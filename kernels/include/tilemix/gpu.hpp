@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "core/choices/compute_capability.hpp"
+
 namespace tilemix::gpu {
 
 struct DeviceInfo {
@@ -18,6 +20,8 @@ struct DeviceInfo {
   int driver_version = 0;    // CUDA version the driver supports, e.g. 13000
   std::string driver;        // the driver's own version, e.g. "580.159.04" ("" when unreadable)
   int runtime_version = 0;
+
+  ComputeCapability compute_capability() const { return {cc_major, cc_minor}; }
 };
 
 // True when this build contains the CUDA kernels.
@@ -31,5 +35,11 @@ DeviceInfo device_info(int index);
 
 // Makes `index` the current device of the calling thread.
 void select_device(int index);
+
+// The compute capability of the calling thread's current device (cheap: the kernels' dispatch
+// reads it at every call).
+ComputeCapability current_compute_capability();
+// "NVIDIA A100-SXM4-40GB (device 0)": the current device, for errors.
+std::string current_device_name();
 
 }  // namespace tilemix::gpu

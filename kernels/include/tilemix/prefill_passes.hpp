@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/choices/compute_capability.hpp"
 #include "core/choices/prefill.hpp"
 #include "core/problem.hpp"
 
@@ -46,7 +47,9 @@ struct PrefillPasses {
   bool k_block_offsets() const { return quantizes(); }
 };
 
-// The passes of a call asking for `numerics` on `mainloop` with routing words `words`.
-PrefillPasses prefill_passes(const Numerics& numerics, PrefillMainloop mainloop, const PrefillWords& words);
+// The passes of a call asking for `numerics` on `mainloop` with routing words `words`, on a GPU
+// of compute capability `cc`.
+PrefillPasses prefill_passes(const Numerics& numerics, PrefillMainloop mainloop, const PrefillWords& words,
+                             ComputeCapability cc = {});
 
 }  // namespace tilemix::gpu

@@ -282,6 +282,8 @@ TEST_CASE("prefill GPU rows: routing cells for the routed kernel only, timing ce
                                              {5 << 20, 6 << 20},
                                              std::nullopt,
                                              std::nullopt,
+                                             std::nullopt,
+                                             nullptr,
                                              std::nullopt});
   for (const char* key : {"layout", "ratio", "coverage", "coverage_tiles", "coverage_cells", "params", "mode",
                           "smooth_k", "pv", "median_ms", "reps", "tops", "speedup_vs_flash", "route_ms", "quant_ms",

@@ -1,0 +1,88 @@
+// The prefill mainloop each GPU generation runs, and which cases a GPU refuses before any runs,
+// with made-up compute capabilities: sm_80 and sm_89 (the mma.sync kernel alone), sm_90 (every
+// kernel) and sm_100 (sm_90a code does not run there).
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/common/gpu_support.hpp"
+#include "core/config/experiment.hpp"
+#include "core/error.hpp"
+#include "tilemix/attention.hpp"
+
+using namespace tilemix;
+using Catch::Matchers::Contains;
+
+namespace {
+
+constexpr ComputeCapability kA100{8, 0}, kL40S{8, 9}, kH100{9, 0}, kB200{10, 0};
+
+CaseSpec case_of(const std::string& fields) {
+  const std::string text = R"({"cases": [{"name": "c", "batch": 1, "seq_len": 256, "hq": 2, "hk": 1, "d": 128)" +
+                           fields + "}]}";
+  return parse_config(nlohmann::ordered_json::parse(text), "test.json").cases.at(0);
+}
+
+Numerics numerics_of(QuantMode mode, PvPrecision pv = PvPrecision::fp16) {
+  Numerics n;
+  n.mode = mode;
+  n.pv = pv;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("auto takes the mma.sync kernel on every GPU but sm_90", "[cases]") {
+  for (const ComputeCapability cc : {kA100, kL40S, kB200}) {
+    INFO("sm_" << cc.sm());
+    CHECK(gpu::flash_mainloop(PrefillMainloop::automatic, cc) == PrefillMainloop::mma_sync);
+    for (const QuantMode mode : {QuantMode::quantize_once, QuantMode::on_the_fly}) {
+      CHECK(gpu::tilemix_mainloop(PrefillMainloop::automatic, numerics_of(mode), cc) == PrefillMainloop::mma_sync);
+    }
+    CHECK(gpu::prefill_mainloop_runs_on(PrefillMainloop::mma_sync, cc));
+    CHECK_FALSE(gpu::prefill_mainloop_runs_on(PrefillMainloop::wgmma, cc));
+    CHECK_FALSE(gpu::prefill_mainloop_runs_on(PrefillMainloop::warp_specialized, cc));
+  }
+  // sm_90: the measured choice, every kernel runs (the default is sm_90).
+  CHECK(gpu::flash_mainloop(PrefillMainloop::automatic, kH100) == PrefillMainloop::warp_specialized);
+  CHECK(gpu::tilemix_mainloop(PrefillMainloop::automatic, numerics_of(QuantMode::quantize_once), kH100) ==
+        PrefillMainloop::warp_specialized);
+  CHECK(gpu::tilemix_mainloop(PrefillMainloop::automatic, numerics_of(QuantMode::on_the_fly), kH100) ==
+        PrefillMainloop::wgmma);
+  CHECK(gpu::flash_mainloop(PrefillMainloop::automatic) == PrefillMainloop::warp_specialized);
+  for (const PrefillMainloop m : {PrefillMainloop::mma_sync, PrefillMainloop::wgmma, PrefillMainloop::warp_specialized}) {
+    CHECK(gpu::prefill_mainloop_runs_on(m, kH100));
+    // A mainloop asked for by name stays, on any GPU.
+    CHECK(gpu::flash_mainloop(m, kA100) == m);
+  }
+  CHECK(kL40S.has_fp8_mma());
+  CHECK_FALSE(kA100.has_fp8_mma());
+}
+
+TEST_CASE("a GPU refuses the cases it cannot run, naming the GPU and the mainloop", "[cases]") {
+  const std::string gpu = "NVIDIA A100-SXM4-40GB";
+  // auto and mma_sync run anywhere; on sm_90 every mainloop runs.
+  CHECK_NOTHROW(app::require_case_runs_on(case_of(""), kA100, gpu));
+  CHECK_NOTHROW(app::require_case_runs_on(case_of(R"(, "mainloop": "mma_sync")"), kL40S, gpu));
+  CHECK_NOTHROW(app::require_case_runs_on(case_of(R"(, "mainloop": "warp_specialized")"), kH100, gpu));
+  CHECK_NOTHROW(app::require_case_runs_on(case_of(R"(, "pv": "fp8")"), kH100, gpu));
+  for (const char* m : {"wgmma", "warp_specialized"}) {
+    INFO(m);
+    const CaseSpec spec = case_of(std::string(R"(, "mainloop": ")") + m + "\"");
+    CHECK_THROWS_WITH(app::require_case_runs_on(spec, kA100, gpu),
+                      Contains("$.cases[0].mainloop") && Contains(gpu) && Contains("sm_80") && Contains(m));
+    CHECK_THROWS_AS(app::require_case_runs_on(spec, kB200, gpu), InputError);
+  }
+  // FP8 P V: the warp-specialized kernel, sm_90a alone (auto takes mma_sync on sm_89).
+  CHECK_THROWS_WITH(app::require_case_runs_on(case_of(R"(, "pv": "fp8")"), kL40S, gpu),
+                    Contains("$.cases[0].pv") && Contains("sm_89"));
+  // Decode cases choose their mainloop elsewhere.
+  const CaseSpec decode = parse_config(nlohmann::ordered_json::parse(
+                                           R"({"cases": [{"name": "d", "kind": "decode", "cache_lens": [1024],
+                                               "new_tokens": [1], "hq": 8, "hk": 1, "d": 128}]})"),
+                                       "test.json")
+                              .cases.at(0);
+  CHECK_NOTHROW(app::require_case_runs_on(decode, kA100, gpu));
+}
