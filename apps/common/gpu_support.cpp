@@ -9,7 +9,13 @@
 namespace tilemix::app {
 
 void require_case_runs_on(const CaseSpec& spec, ComputeCapability cc, const std::string& gpu) {
-  if (spec.decode) return;
+  if (spec.decode) {
+    if (spec.decode->mainloop == DecodeMainloop::wgmma && !cc.runs_sm90a()) {
+      throw InputError(spec.where + ".mainloop", "wgmma is built for sm_90a alone; " + gpu + " is sm_" +
+                                                     std::to_string(cc.sm()) + ": use mma_sync");
+    }
+    return;
+  }
   const PrefillMainloop tilemix = gpu::tilemix_mainloop(spec.prefill_mainloop, spec.numerics, cc);
   const PrefillMainloop flash = gpu::flash_mainloop(spec.prefill_mainloop, cc);
   for (const PrefillMainloop m : {tilemix, flash}) {

@@ -12,7 +12,7 @@ namespace tilemix::app {
 
 // Throws InputError at the case's `mainloop` (or `pv`) naming `gpu`, its compute capability and
 // the mainloop where the case's prefill calls (tilemix and flash_fp16, or a model's attention)
-// cannot run on it. Decode cases pass.
+// cannot run on it, or where a decode case asks for the wgmma decode mainloop there.
 void require_case_runs_on(const CaseSpec& spec, ComputeCapability cc, const std::string& gpu);
 
 // Every case of `config` on the GPU of `device` (nothing on the CPU).

@@ -11,6 +11,7 @@
 #include "kernels/decode/params.cuh"
 #include "kernels/decode/plan.hpp"
 #include "tilemix/decode.hpp"
+#include "tilemix/gpu.hpp"
 
 namespace tilemix::gpu {
 namespace {
@@ -49,6 +50,11 @@ bool validate(const DecodeParams& p, bool int8, const std::string& context) {
           "softmax_scale must be positive and finite (resolve the 1/sqrt(d) default first)");
   require(p.plan != nullptr, context, "a launch plan is required (plan_decode_launch)");
   const DecodeLaunchPlan& plan = *p.plan;
+  if (plan.mainloop == DecodeMainloop::wgmma && !current_compute_capability().runs_sm90a()) {
+    throw std::invalid_argument(context + ": decode mainloop wgmma is built for sm_90a alone; " +
+                                current_device_name() + " is sm_" + std::to_string(current_compute_capability().sm()) +
+                                ": use mainloop mma_sync");
+  }
   require(plan.cache == (int8 ? CacheKind::int8 : CacheKind::fp16) && plan.hq == p.hq && plan.hk == p.hk &&
               plan.d == p.d && plan.max_new_tokens == p.max_new_tokens &&
               plan.splits.split_offset.size() == static_cast<size_t>(p.batch) + 1,

@@ -78,11 +78,16 @@ TEST_CASE("a GPU refuses the cases it cannot run, naming the GPU and the mainloo
   // FP8 P V: the warp-specialized kernel, sm_90a alone (auto takes mma_sync on sm_89).
   CHECK_THROWS_WITH(app::require_case_runs_on(case_of(R"(, "pv": "fp8")"), kL40S, gpu),
                     Contains("$.cases[0].pv") && Contains("sm_89"));
-  // Decode cases choose their mainloop elsewhere.
-  const CaseSpec decode = parse_config(nlohmann::ordered_json::parse(
-                                           R"({"cases": [{"name": "d", "kind": "decode", "cache_lens": [1024],
-                                               "new_tokens": [1], "hq": 8, "hk": 1, "d": 128}]})"),
-                                       "test.json")
-                              .cases.at(0);
-  CHECK_NOTHROW(app::require_case_runs_on(decode, kA100, gpu));
+  // Decode: the wgmma mainloop asked for by name is sm_90a's.
+  const auto decode_case = [](const std::string& mainloop) {
+    return parse_config(nlohmann::ordered_json::parse(
+                            R"({"cases": [{"name": "d", "kind": "decode", "cache_lens": [1024], "new_tokens": [1],
+                                "hq": 8, "hk": 1, "d": 128, "mainloop": ")" + mainloop + "\"}]}"),
+                        "test.json")
+        .cases.at(0);
+  };
+  CHECK_NOTHROW(app::require_case_runs_on(decode_case("mma_sync"), kA100, gpu));
+  CHECK_NOTHROW(app::require_case_runs_on(decode_case("wgmma"), kH100, gpu));
+  CHECK_THROWS_WITH(app::require_case_runs_on(decode_case("wgmma"), kL40S, gpu),
+                    Contains("$.cases[0].mainloop") && Contains("sm_89"));
 }
