@@ -42,7 +42,7 @@ struct DeviceProblem {
   std::unique_ptr<DecodeGpu> decode;
 };
 
-std::unique_ptr<DeviceProblem> build_problem(const CaseSpec& spec, int sm_count) {
+std::unique_ptr<DeviceProblem> build_problem(const CaseSpec& spec, DecodeTarget target) {
   const DecodeShape& shape = spec.decode->shape;
   const int64_t row = static_cast<int64_t>(shape.hk) * shape.d;
   auto problem = std::make_unique<DeviceProblem>();
@@ -83,7 +83,7 @@ std::unique_ptr<DeviceProblem> build_problem(const CaseSpec& spec, int sm_count)
   q_shape.cu_seqlens_k = q_shape.cu_seqlens_q;  // only Q is drawn here
   const std::vector<uint16_t> q = make_inputs(q_shape, q_spec, spec.where + ".input").q;
   problem->decode = std::make_unique<DecodeGpu>(shape, q, std::move(caches),
-                                                plan_decode_launch(shape, CacheKind::int8, sm_count));
+                                                plan_decode_launch(shape, CacheKind::int8, target));
   return problem;
 }
 
@@ -183,7 +183,9 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
       skipped = fmt::format("skipped (needs {:.1f} GiB of {:.1f})", gib(needed), gib(device.global_mem_bytes));
     } else {
       run_case_within_host_memory(first, decode_gpu_bytes(first),
-                                  [&] { problem = build_problem(first, device.sm_count); });
+                                  [&] {
+                                    problem = build_problem(first, {device.sm_count, device.compute_capability()});
+                                  });
     }
     std::optional<MethodRun> fp16_run;  // the baseline of this shape, for every case's speedup
     int fp16_tiles_per_split = 0;        // and the split plan and combine it was measured with
@@ -211,7 +213,8 @@ void run_groups(const ExperimentConfig& config, const std::vector<const CaseGrou
         if (problem) {
           DecodeGpu& decode = *problem->decode;
           decode.set_launch_plan(
-              plan_decode_launch(shape, kind, device.sm_count, decode_launch_choices(*spec.decode), &plan));
+              plan_decode_launch(shape, kind, {device.sm_count, device.compute_capability()},
+                                 decode_launch_choices(*spec.decode), &plan));
           run.launch = decode_plan_columns(decode.launch_plan());
           if (!baseline) run.routes = to_string(decode.routes());
           run.decode = gpu::time_launches([&](int) { decode.launch(); }, timing);

@@ -114,9 +114,11 @@ CheckRun run_checks(const ExperimentConfig& config, const DeviceChoice& device, 
     const auto t0 = std::chrono::steady_clock::now();
     bool ok = true;
     if (spec.decode) {
-      const int sm_count = device.gpu ? gpu::device_info(device.index).sm_count : kCpuSmCount;
-      run_case_within_host_memory(spec, decode_check_bytes(spec, sm_count, device.gpu), [&] {
-        const DecodeCheck check = run_decode_check(spec, sm_count, run.table, ok);
+      const gpu::DeviceInfo info = device.gpu ? gpu::device_info(device.index) : gpu::DeviceInfo{};
+      const DecodeTarget target = device.gpu ? DecodeTarget{info.sm_count, info.compute_capability()}
+                                             : DecodeTarget{kCpuSmCount};
+      run_case_within_host_memory(spec, decode_check_bytes(spec, target.sm_count, device.gpu), [&] {
+        const DecodeCheck check = run_decode_check(spec, target, run.table, ok);
         if (!device.gpu) return;
         // Outputs and the split workspace are poisoned (NaN) before the launch.
         DecodeGpu decode(check.prepared, check.launch);

@@ -42,12 +42,12 @@ void add_decode_row(ResultTable& table, const CaseSpec& spec, const DecodeCheck&
   add_check_row(table, checked, compare, dev, tol, ok);
 }
 
-DecodeCheck run_decode_check(const CaseSpec& spec, int sm_count, ResultTable& table, bool& ok) {
+DecodeCheck run_decode_check(const CaseSpec& spec, DecodeTarget target, ResultTable& table, bool& ok) {
   DecodeCheck check;
   check.prepared = prepare_decode(spec);
   const PreparedDecode& pd = check.prepared;
   check.launch =
-      plan_decode_launch(pd.shape, spec.decode->cache, sm_count, decode_launch_choices(*spec.decode), &pd.plan);
+      plan_decode_launch(pd.shape, spec.decode->cache, target, decode_launch_choices(*spec.decode), &pd.plan);
   check.emulator = spec.decode->cache == CacheKind::int8
                        ? emulate_decode_int8(pd.shape, pd.q, pd.int8, pd.plan, check.launch.splits)
                        : emulate_decode_fp16(pd.shape, pd.q, pd.fp16, check.launch.splits);

@@ -31,7 +31,7 @@ struct DecodeCheck {
 // Prepares the case, runs the emulator (the cuts of the case's launch plan for `sm_count`
 // multiprocessors) and the exact reference, and adds the emulator~reference row to `table`; `ok`
 // becomes false when the row fails.
-DecodeCheck run_decode_check(const CaseSpec& spec, int sm_count, ResultTable& table, bool& ok);
+DecodeCheck run_decode_check(const CaseSpec& spec, DecodeTarget target, ResultTable& table, bool& ok);
 
 // Adds one comparison row of a decode case, in the columns of the check table.
 void add_decode_row(ResultTable& table, const CaseSpec& spec, const DecodeCheck& check, const std::string& compare,

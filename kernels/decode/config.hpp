@@ -6,6 +6,7 @@
 // query rows of the CTA (query heads x new tokens) are its 8 columns. Decode has few query rows
 // (4 for GQA 4 and one new token), so padding them to 8 instead of 16 halves the MMAs, and the
 // K and V fragments, which are what streams, come straight from shared memory as A operands.
+#include "core/choices/compute_capability.hpp"
 #include "core/choices/decode.hpp"
 #include "core/quant.hpp"
 
@@ -41,12 +42,15 @@ inline bool decode_wgmma_applies(CacheKind cache, int d, int rows) {
 // The mainloop `requested` resolves to. Automatic takes wgmma for 33 to 64 rows only: measured
 // on an H200 (7bdcd79:results/h200/decode-mainloop-v1.json) the wgmma kernel wins at 64 rows (16 new
 // tokens x GQA 4: 1.23-1.28x) and loses at 16 and 32 rows (0.6-0.9x), where the mma.sync
-// kernel's 8-column tiles waste little and its four key warps hide more latency.
+// kernel's 8-column tiles waste little and its four key warps hide more latency. The wgmma kernel
+// is built for sm_90a: on other GPUs automatic takes mma_sync.
 inline constexpr int kDecodeWgmmaMinRows = 33;
-inline DecodeMainloop decode_mainloop(DecodeMainloop requested, CacheKind cache, int d, int rows) {
+inline DecodeMainloop decode_mainloop(DecodeMainloop requested, CacheKind cache, int d, int rows,
+                                      ComputeCapability cc = {}) {
   if (requested == DecodeMainloop::automatic) {
-    return decode_wgmma_applies(cache, d, rows) && rows >= kDecodeWgmmaMinRows ? DecodeMainloop::wgmma
-                                                                                 : DecodeMainloop::mma_sync;
+    return cc.runs_sm90a() && decode_wgmma_applies(cache, d, rows) && rows >= kDecodeWgmmaMinRows
+               ? DecodeMainloop::wgmma
+               : DecodeMainloop::mma_sync;
   }
   return requested;
 }

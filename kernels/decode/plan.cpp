@@ -258,8 +258,9 @@ DecodeSplitPlan launch_splits(const DecodeLaunchPlan& plan, const DecodeShape& s
 // The combine waits per sequence only where sequences end at different times, i.e. several
 // sequences over several waves (decode v13: -3% at 16k x 64 x 16 new tokens; within one wave, or
 // with a single sequence, up to 3% slower than the wait for the grid).
-DecodeLaunchPlan plan_decode_launch(const DecodeShape& shape, CacheKind cache, int sm_count,
+DecodeLaunchPlan plan_decode_launch(const DecodeShape& shape, CacheKind cache, DecodeTarget target,
                                     const DecodeLaunchChoices& choices, const RoutingPlan* routing) {
+  const int sm_count = target.sm_count;
   DecodeLaunchPlan plan;
   plan.cache = cache;
   plan.hq = shape.hq;
@@ -271,7 +272,7 @@ DecodeLaunchPlan plan_decode_launch(const DecodeShape& shape, CacheKind cache, i
   plan.head_chunks = decode_head_chunks(shape.hq, shape.hk, plan.max_new_tokens);
   plan.cta_rows = plan.heads_per_cta * plan.max_new_tokens;
   const DecodeMainloop requested = cache == CacheKind::int8 ? choices.mainloop : DecodeMainloop::mma_sync;
-  plan.mainloop = gpu::decode_mainloop(requested, cache, shape.d, plan.cta_rows);
+  plan.mainloop = gpu::decode_mainloop(requested, cache, shape.d, plan.cta_rows, target.cc);
   plan.resident_ctas = gpu::decode_resident_ctas(cache, plan.cta_rows, plan.mainloop);
   plan.splits = launch_splits(plan, shape, choices, routing);
   plan.ctas = plan.splits.total_splits() * shape.hk * plan.head_chunks;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/choices/compute_capability.hpp"
 #include "core/choices/decode.hpp"
 #include "core/decode/decode_case.hpp"
 #include "core/decode/decode_shape.hpp"
@@ -83,12 +84,20 @@ struct DecodeLaunchPlan {
   DecodeCombineWait combine = DecodeCombineWait::automatic;
 };
 
-// The launch plan of a decode call of `cache` with this shape on a GPU of `sm_count`
-// multiprocessors. The INT8 and FP16 kernels keep different numbers of CTAs resident, so their
+// The GPU a decode launch is planned for: its multiprocessors and its compute capability (sm_90
+// unless given; a count alone converts, as the plans of tests and estimates without a device do).
+struct DecodeTarget {
+  DecodeTarget(int sm_count_, ComputeCapability cc_ = {}) : sm_count(sm_count_), cc(cc_) {}  // implicit from a count
+  int sm_count;
+  ComputeCapability cc;
+};
+
+// The launch plan of a decode call of `cache` with this shape on GPU `target` (its multiprocessors
+// size the splits; `automatic` takes the wgmma mainloop on sm_90 alone). The INT8 and FP16 kernels keep different numbers of CTAs resident, so their
 // splits differ. With `routing` (the INT8 cache's plan) the cuts are balanced by the kernel's route
 // costs (gpu::decode_fp16_tile_cost, averaged over the KV heads). The combine waits per sequence
 // only where several sequences span more than one wave of CTAs (kernels/decode/plan.cpp says why).
-DecodeLaunchPlan plan_decode_launch(const DecodeShape& shape, CacheKind cache, int sm_count,
+DecodeLaunchPlan plan_decode_launch(const DecodeShape& shape, CacheKind cache, DecodeTarget target,
                                     const DecodeLaunchChoices& choices = {}, const RoutingPlan* routing = nullptr);
 
 }  // namespace tilemix

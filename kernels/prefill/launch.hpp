@@ -11,7 +11,7 @@ struct KernelParams;
 // Which score paths a kernel instance contains.
 enum class ScorePaths {
   fp16,                  // flash_fp16: no routing
-  routed_quantize_once,  // tilemix: INT8 tiles read Q8/K8/scales written by quantize_qk
+  routed_quantize_once,  // tilemix: INT8 tiles read K8 (quantize_keys) and Q8 (quantize_queries, or coded on chip)
   routed_on_the_fly,     // tilemix: INT8 tiles quantize Q/K on chip
 };
 

@@ -1,8 +1,8 @@
 #pragma once
 // Blockwise symmetric INT8 codes on the GPU, bit-identical with core/quant.cpp: the scale and
 // every code equal those of correctly rounded fp32 divisions (no reciprocal multiply decides a
-// code), rounded to nearest even. quantize_qk and the on-the-fly path of the prefill kernel both
-// use these.
+// code), rounded to nearest even. quantize_queries, quantize_keys and the on-chip coding of the
+// prefill kernels all use these.
 #include <cuda_fp16.h>
 
 #include <cstdint>

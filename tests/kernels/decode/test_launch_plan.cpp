@@ -57,6 +57,16 @@ TEST_CASE("decode mainloop and resident CTAs per configuration", "[decode]") {
   CHECK(plan(1, CacheKind::fp16).resident_ctas == 2);  // FP16 cache
   CHECK(plan(16, CacheKind::int8).mainloop == DecodeMainloop::wgmma);
   CHECK(plan(16, CacheKind::int8).cta_rows == 64);
+  // The wgmma kernel is sm_90a's: on an A100 or an L40S automatic takes mma.sync at 64 rows too,
+  // and its resident CTAs size the waves.
+  for (const ComputeCapability cc : {ComputeCapability{8, 0}, ComputeCapability{8, 9}}) {
+    INFO("sm_" << cc.sm());
+    const DecodeLaunchPlan p = plan_decode_launch(llama_shape({4096}, 16), CacheKind::int8, {108, cc});
+    CHECK(p.mainloop == DecodeMainloop::mma_sync);
+    CHECK(p.resident_ctas == 2);
+    CHECK(p.sm_count == 108);
+    CHECK(gpu::decode_mainloop(DecodeMainloop::automatic, CacheKind::int8, 128, 64, cc) == DecodeMainloop::mma_sync);
+  }
   CHECK(plan(16, CacheKind::fp16).mainloop == DecodeMainloop::mma_sync);
   // The FP16 cache has no wgmma kernel: a config's mainloop is the INT8 cache's alone.
   CHECK(plan(16, CacheKind::fp16, DecodeMainloop::wgmma).mainloop == DecodeMainloop::mma_sync);
