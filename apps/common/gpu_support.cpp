@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "core/error.hpp"
+#include "kernels/decode/plan.hpp"
 #include "tilemix/attention.hpp"
 #include "tilemix/gpu.hpp"
 
@@ -10,9 +11,10 @@ namespace tilemix::app {
 
 void require_case_runs_on(const CaseSpec& spec, ComputeCapability cc, const std::string& gpu) {
   if (spec.decode) {
-    if (spec.decode->mainloop == DecodeMainloop::wgmma && !cc.runs_sm90a()) {
-      throw InputError(spec.where + ".mainloop", "wgmma is built for sm_90a alone; " + gpu + " is sm_" +
-                                                     std::to_string(cc.sm()) + ": use mma_sync");
+    try {
+      require_decode_mainloop_runs(spec.decode->mainloop, cc, gpu);
+    } catch (const std::invalid_argument& e) {
+      throw InputError(spec.where + ".mainloop", e.what());
     }
     return;
   }

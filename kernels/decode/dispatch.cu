@@ -50,10 +50,13 @@ bool validate(const DecodeParams& p, bool int8, const std::string& context) {
           "softmax_scale must be positive and finite (resolve the 1/sqrt(d) default first)");
   require(p.plan != nullptr, context, "a launch plan is required (plan_decode_launch)");
   const DecodeLaunchPlan& plan = *p.plan;
-  if (plan.mainloop == DecodeMainloop::wgmma && !current_compute_capability().runs_sm90a()) {
-    throw std::invalid_argument(context + ": decode mainloop wgmma is built for sm_90a alone; " +
-                                current_device_name() + " is sm_" + std::to_string(current_compute_capability().sm()) +
-                                ": use mainloop mma_sync");
+  const ComputeCapability cc = current_compute_capability();
+  if (!decode_mainloop_runs_on(plan.mainloop, cc)) {  // the device's name read on failure alone
+    try {
+      require_decode_mainloop_runs(plan.mainloop, cc, current_device_name());
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(context + ": " + e.what());
+    }
   }
   require(plan.cache == (int8 ? CacheKind::int8 : CacheKind::fp16) && plan.hq == p.hq && plan.hk == p.hk &&
               plan.d == p.d && plan.max_new_tokens == p.max_new_tokens &&

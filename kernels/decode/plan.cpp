@@ -4,6 +4,7 @@
 #include <functional>
 #include <queue>
 #include <stdexcept>
+#include <string>
 
 #include "kernels/decode/config.hpp"
 
@@ -223,6 +224,12 @@ DecodeSplitPlan fixed_decode_split_plan(const DecodeShape& shape, int tiles_per_
   }
   plan.split_offset = prefix_sums(splits);
   return plan;
+}
+
+void require_decode_mainloop_runs(DecodeMainloop mainloop, ComputeCapability cc, const std::string& gpu) {
+  if (decode_mainloop_runs_on(mainloop, cc)) return;
+  throw std::invalid_argument("decode mainloop wgmma is built for sm_90a alone; " + gpu + " is sm_" +
+                              std::to_string(cc.sm()) + ": use mainloop mma_sync (or auto)");
 }
 
 DecodeLaunchChoices decode_launch_choices(const DecodeCaseSpec& spec) {

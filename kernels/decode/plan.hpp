@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/choices/compute_capability.hpp"
@@ -91,6 +92,16 @@ struct DecodeTarget {
   int sm_count;
   ComputeCapability cc;
 };
+
+// Whether a resolved decode `mainloop` runs on a GPU of compute capability `cc`: wgmma is built for
+// sm_90a alone.
+inline bool decode_mainloop_runs_on(DecodeMainloop mainloop, ComputeCapability cc) {
+  return mainloop != DecodeMainloop::wgmma || cc.runs_sm90a();
+}
+// Throws std::invalid_argument naming the GPU (`gpu`), its compute capability and the mainloop
+// where it does not (the apps check a config's cases with it before any runs, the dispatcher every
+// call).
+void require_decode_mainloop_runs(DecodeMainloop mainloop, ComputeCapability cc, const std::string& gpu);
 
 // The launch plan of a decode call of `cache` with this shape on GPU `target` (its multiprocessors
 // size the splits; `automatic` takes the wgmma mainloop on sm_90 alone). The INT8 and FP16 kernels keep different numbers of CTAs resident, so their

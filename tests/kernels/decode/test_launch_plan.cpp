@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <string>
 #include <vector>
 
 #include "core/decode/decode_shape.hpp"
@@ -66,7 +67,14 @@ TEST_CASE("decode mainloop and resident CTAs per configuration", "[decode]") {
     CHECK(p.resident_ctas == 2);
     CHECK(p.sm_count == 108);
     CHECK(gpu::decode_mainloop(DecodeMainloop::automatic, CacheKind::int8, 128, 64, cc) == DecodeMainloop::mma_sync);
+    // wgmma asked for by name is refused there, naming the GPU and its sm_.
+    CHECK_FALSE(decode_mainloop_runs_on(DecodeMainloop::wgmma, cc));
+    CHECK_NOTHROW(require_decode_mainloop_runs(DecodeMainloop::mma_sync, cc, "GPU X"));
+    CHECK_THROWS_WITH(require_decode_mainloop_runs(DecodeMainloop::wgmma, cc, "GPU X"),
+                      Catch::Contains("GPU X is sm_" + std::to_string(cc.sm())) && Catch::Contains("wgmma"));
   }
+  CHECK(decode_mainloop_runs_on(DecodeMainloop::wgmma, ComputeCapability{9, 0}));
+  CHECK_NOTHROW(require_decode_mainloop_runs(DecodeMainloop::wgmma, ComputeCapability{9, 0}, "GPU X"));
   CHECK(plan(16, CacheKind::fp16).mainloop == DecodeMainloop::mma_sync);
   // The FP16 cache has no wgmma kernel: a config's mainloop is the INT8 cache's alone.
   CHECK(plan(16, CacheKind::fp16, DecodeMainloop::wgmma).mainloop == DecodeMainloop::mma_sync);
