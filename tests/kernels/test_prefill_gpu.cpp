@@ -184,6 +184,10 @@ TEST_CASE("the warp-specialized mainloop matches the emulator of its two-tile st
   problems.push_back({"causal Lq > Lk (query tiles with no key) d128", 2, 1, 128, true, {300}, {77}, InputKind::gaussian});
   problems.push_back({"non-causal varlen d128 GQA3, more tiles than SMs", 12, 4, 128, false,
                       {1500, 640, 129, 2000}, {1500, 640, 129, 2000}, InputKind::llm_like});
+  // Several work tiles per CTA with tiles of no key and an empty sequence among tiles with keys
+  // (what one work tile leaves behind must not reach the next one's).
+  problems.push_back({"causal varlen d128 GQA4, query tiles with no key among more tiles than SMs", 16, 4, 128, true,
+                      {1000, 0, 300, 700}, {200, 0, 77, 700}, InputKind::llm_like});
   // Over 64 key tiles a group spans two tiles: steps of one path (the one-product instance)...
   problems.push_back({"causal Lq < Lk d128, groups of two tiles", 2, 1, 128, true, {300}, {4200}, InputKind::llm_like});
   // ... unless one sequence's groups are of one tile.
