@@ -3,10 +3,11 @@
 
 Usage: scripts/ab_compare.py DIR_OR_TGZ [CONFIG]
 
-Reads ab-CONFIG-{base,new}N.json (from a folder, not its subfolders, or a results.tgz) and prints,
-per row (case, method), every run's median in microseconds and the change of the new build's best
-median over the base's best: the runs alternate base, new, base, new, ... in one session, so the
-spread between a side's runs is the noise to read the change against.
+Reads ab-CONFIG-SIDEN.json (from a folder, not its subfolders, or a results.tgz): SIDE is `base`
+or a build's name (`new`, or each name of AB_BUILDS: not ending in a digit), N the run. Prints, per row (case, method),
+every run's median in microseconds and, per build, the change of its best median over the base's
+best: the runs alternate base, new, ..., base, new, ... in one session, so the spread between a
+side's runs is the noise to read the change against.
 """
 import json
 import re
@@ -15,7 +16,8 @@ import tarfile
 from collections import defaultdict
 from pathlib import Path
 
-NAME = re.compile(r"ab-(?P<config>.+)-(?P<side>base|new)(?P<rep>\d+)\.json$")
+# A build's name ends in a letter or _, so that the run number after it reads one way.
+NAME = re.compile(r"ab-(?P<config>.+)-(?P<side>[A-Za-z](?:[A-Za-z0-9_]*[A-Za-z_])?)(?P<rep>\d+)\.json$")
 
 
 def load_runs(source):
@@ -46,27 +48,30 @@ def main():
     if not runs:
         sys.exit(f"no ab-*.json in {sys.argv[1]}")
     for config in configs:
-        sides = {side: sorted(r for c, s, r in runs if c == config and s == side) for side in ("base", "new")}
+        names = sorted({s for c, s, _ in runs if c == config}, key=lambda s: (s != "base", s))
+        sides = {side: sorted(r for c, s, r in runs if c == config and s == side) for side in names}
         medians = defaultdict(dict)  # key -> {(side, rep): us}
         for side, reps in sides.items():
             for rep in reps:
                 for row in runs[(config, side, rep)]["rows"]:
                     if row.get("status", "ok") == "ok":
                         medians[row_key(row)][(side, rep)] = row["median_ms"] * 1e3
-        cols = [(s, r) for s in ("base", "new") for r in sides[s]]
-        base_rev = runs[(config, "base", sides["base"][0])]["provenance"].get("git_sha", "?") if sides["base"] else "?"
-        new_rev = runs[(config, "new", sides["new"][0])]["provenance"].get("git_sha", "?") if sides["new"] else "?"
-        print(f"## {config}: base {base_rev}, new {new_rev} (median us per run)\n")
-        print("| case | method | " + " | ".join(f"{s}{r}" for s, r in cols) + " | new / base |")
-        print("| --- | --- | " + " | ".join("---:" for _ in cols) + " | ---: |")
+        cols = [(s, r) for s in names for r in sides[s]]
+        builds = [s for s in names if s != "base"]
+        revs = ", ".join(f"{s} {runs[(config, s, sides[s][0])]['provenance'].get('git_sha', '?')}" for s in names)
+        print(f"## {config}: {revs} (median us per run)\n")
+        print("| case | method | " + " | ".join(f"{s}{r}" for s, r in cols) + " | " +
+              " | ".join(f"{b} / base" for b in builds) + " |")
+        print("| --- | --- | " + " | ".join("---:" for _ in cols + builds) + " |")
         for (case, method), by_run in medians.items():
             base = [v for (s, _), v in by_run.items() if s == "base"]
-            new = [v for (s, _), v in by_run.items() if s == "new"]
-            change = f"{min(new) / min(base) - 1:+.1%}" if base and new else ""
+            changes = []
+            for b in builds:
+                mine = [v for (s, _), v in by_run.items() if s == b]
+                changes.append(f"{min(mine) / min(base) - 1:+.1%}" if base and mine else "")
             cells = " | ".join(f"{by_run[c]:.1f}" if c in by_run else "" for c in cols)
-            print(f"| {case} | {method} | {cells} | {change} |")
+            print(f"| {case} | {method} | {cells} | " + " | ".join(changes) + " |")
         print()
-
 
 if __name__ == "__main__":
     main()

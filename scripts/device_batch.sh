@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # One check-and-bench batch on a GPU machine, in two halves:
 #   scripts/device_batch.sh stage   (here) builds with CUDA and copies the binaries and the
-#                                   libraries the GPU machine may lack into .device-bin/
+#                                   libraries the GPU machine may lack into .device-bin/,
+#                                   the binaries xz-compressed (a call carries 64 MiB at most)
 #   scripts/device_batch.sh stage-ab REV   (here) the same, plus REV's tilemix-bench built in a
 #                                   worktree (build-ab/) as .device-bin/tilemix-bench-base
-#   scripts/device_batch.sh run [STEP...]   (on the GPU machine, from the repository root) runs
-#                                   the steps and leaves logs and JSON in $OUT (default out/)
+#   scripts/device_batch.sh stage-build NAME   (here) adds the current build's tilemix-bench as
+#                                   .device-bin/tilemix-bench-NAME: a further side of the A/B
+#                                   (NAME: letters, digits, _, no digit last; then
+#                                   AB_BUILDS="new NAME ...")
+#   scripts/device_batch.sh run [STEP...]   (on the GPU machine, from the repository root)
+#                                   unpacks the binaries, runs the steps and leaves logs and JSON
+#                                   in $OUT (default out/)
 # Steps: info gpu-tests check sanitizer sanitizer-decode bench ab pack (default: all but bench, ab
 # and pack). CHECK_CONFIGS, BENCH_CONFIGS and AB_CONFIGS name the configs to run: NAME stands for
 # configs/check/NAME.json, configs/bench/NAME.json and configs/bench/ab/NAME.json. `ab` runs
-# each AB_CONFIGS config with the base and the current tilemix-bench in turn, AB_REPS (default 2)
-# times each, in one process per run: a same-run A/B (compare with scripts/ab_compare.py). `pack`
-# moves everything in $OUT into one results.tgz (the device returns a few files per call). A
-# failing step is reported and the next one runs.
+# each AB_CONFIGS config with the base and each build of AB_BUILDS (default `new`, the current
+# tilemix-bench) in turn, AB_REPS (default 2) times each, in one process per run: a same-run A/B
+# (compare with scripts/ab_compare.py). `pack` moves everything in $OUT into one results.tgz (the
+# device returns a few files per call). A failing step is reported and the next one runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stage_dir=.device-bin
@@ -23,7 +29,32 @@ stage() {
   rm -rf "$stage_dir" && mkdir -p "$stage_dir"
   cp "$b"/apps/tilemix-check "$b"/apps/tilemix-bench "$b"/tests/kernels/tilemix_gpu_tests "$stage_dir"/
   cp "$(g++ -print-file-name=libgomp.so.1)" "$stage_dir"/
+  xz -9 -T2 "$stage_dir"/tilemix*
   du -sh "$stage_dir"
+}
+
+stage_build() {
+  local name=${1:?usage: $0 stage-build NAME}
+  # The run number follows the name in the A/B files (ab-CONFIG-NAME1.json): no digit at its end.
+  [[ $name =~ ^[A-Za-z]([A-Za-z0-9_]*[A-Za-z_])?$ && $name != base ]] ||
+    { echo "NAME: letters, digits and _, a letter or _ last, not base (got $name)" >&2; exit 2; }
+  xz -9 -T2 -c "${BUILD_DIR:-build}"/apps/tilemix-bench > "$stage_dir"/tilemix-bench-"$name".xz
+  du -sh "$stage_dir"
+}
+
+# The staged binaries, decompressed where they arrived compressed (xz, or Python's lzma where the
+# machine has no xz).
+unpack() {
+  local f
+  for f in "$stage_dir"/*.xz; do
+    [[ -e $f ]] || continue
+    if command -v xz > /dev/null; then
+      xz -d -f "$f"
+    else
+      python3 -c "import lzma, sys; open(sys.argv[1][:-3], 'wb').write(lzma.open(sys.argv[1]).read())" "$f" && rm "$f"
+    fi
+  done
+  chmod +x "$stage_dir"/tilemix* 2> /dev/null || true
 }
 
 stage_ab() {
@@ -33,7 +64,7 @@ stage_ab() {
   git worktree remove --force "$tree" 2>/dev/null || rm -rf "$tree"
   git worktree add --detach "$tree" "$rev" >&2
   (cd "$tree" && BUILD_DIR=../build scripts/setup.sh -DTILEMIX_CUDA=ON >&2)
-  cp build-ab/build/apps/tilemix-bench "$stage_dir"/tilemix-bench-base
+  xz -9 -T2 -c build-ab/build/apps/tilemix-bench > "$stage_dir"/tilemix-bench-base.xz
   git rev-parse --short "$rev" > "$stage_dir"/base-rev
   git worktree remove --force "$tree"  # the build folder stays for the next stage-ab
   du -sh "$stage_dir"
@@ -42,6 +73,7 @@ stage_ab() {
 run_steps() {
   local out=${OUT:-out}
   mkdir -p "$out"
+  unpack
   export LD_LIBRARY_PATH="$PWD/$stage_dir:/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:${LD_LIBRARY_PATH:-}"
   local steps=("$@")
   ((${#steps[@]})) || steps=(info gpu-tests check sanitizer sanitizer-decode)
@@ -81,9 +113,9 @@ run_steps() {
       ab)
         for name in ${AB_CONFIGS:?AB_CONFIGS names the configs}; do
           for i in $(seq 1 "${AB_REPS:-2}"); do
-            for side in base new; do
-              local bin="$stage_dir"/tilemix-bench
-              [[ $side == base ]] && bin="$stage_dir"/tilemix-bench-base
+            for side in base ${AB_BUILDS:-new}; do
+              local bin="$stage_dir"/tilemix-bench-"$side"
+              [[ $side == new ]] && bin="$stage_dir"/tilemix-bench
               local rc=0
               "$bin" --config configs/bench/ab/"$name".json --device gpu --format md \
                 --out "$out"/ab-"$name"-"$side$i".json > "$out"/ab-"$name"-"$side$i".md 2>"$out"/ab-"$name"-"$side$i".err \
@@ -111,6 +143,7 @@ run_steps() {
 case "${1:-}" in
   stage) stage ;;
   stage-ab) shift; stage_ab "$@" ;;
+  stage-build) shift; stage_build "$@" ;;
   run) shift; run_steps "$@" ;;
-  *) echo "usage: $0 stage | stage-ab REV | run [info gpu-tests check sanitizer sanitizer-decode bench ab pack]" >&2; exit 2 ;;
+  *) echo "usage: $0 stage | stage-ab REV | stage-build NAME | run [info gpu-tests check sanitizer sanitizer-decode bench ab pack]" >&2; exit 2 ;;
 esac
