@@ -9,23 +9,29 @@
 
 namespace tilemix::app {
 
+namespace {
+
+// The kernels' refusal (std::invalid_argument) as an InputError at the case's `mainloop`.
+template <class Check>
+void at_case_mainloop(const CaseSpec& spec, Check check) {
+  try {
+    check();
+  } catch (const std::invalid_argument& e) {
+    throw InputError(spec.where + ".mainloop", e.what());
+  }
+}
+
+}  // namespace
+
 void require_case_runs_on(const CaseSpec& spec, ComputeCapability cc, const std::string& gpu) {
   if (spec.decode) {
-    try {
-      require_decode_mainloop_runs(spec.decode->mainloop, cc, gpu);
-    } catch (const std::invalid_argument& e) {
-      throw InputError(spec.where + ".mainloop", e.what());
-    }
+    at_case_mainloop(spec, [&] { require_decode_mainloop_runs(spec.decode->mainloop, cc, gpu); });
     return;
   }
   const PrefillMainloop tilemix = gpu::tilemix_mainloop(spec.prefill_mainloop, spec.numerics, cc);
   const PrefillMainloop flash = gpu::flash_mainloop(spec.prefill_mainloop, cc);
   for (const PrefillMainloop m : {tilemix, flash}) {
-    try {
-      gpu::require_prefill_mainloop_runs(m, cc, gpu);
-    } catch (const std::invalid_argument& e) {
-      throw InputError(spec.where + ".mainloop", e.what());
-    }
+    at_case_mainloop(spec, [&] { gpu::require_prefill_mainloop_runs(m, cc, gpu); });
   }
   if (spec.numerics.pv != PvPrecision::fp16 && tilemix != PrefillMainloop::warp_specialized) {
     throw InputError(spec.where + ".pv", std::string(to_string(spec.numerics.pv)) +

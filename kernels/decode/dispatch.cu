@@ -50,12 +50,15 @@ bool validate(const DecodeParams& p, bool int8, const std::string& context) {
           "softmax_scale must be positive and finite (resolve the 1/sqrt(d) default first)");
   require(p.plan != nullptr, context, "a launch plan is required (plan_decode_launch)");
   const DecodeLaunchPlan& plan = *p.plan;
-  const ComputeCapability cc = current_compute_capability();
-  if (!decode_mainloop_runs_on(plan.mainloop, cc)) {  // the device's name read on failure alone
-    try {
-      require_decode_mainloop_runs(plan.mainloop, cc, current_device_name());
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(context + ": " + e.what());
+  // The device is read for the wgmma mainloop alone (not on every mma.sync call), its name on failure.
+  if (plan.mainloop == DecodeMainloop::wgmma) {
+    const ComputeCapability cc = current_compute_capability();
+    if (!decode_mainloop_runs_on(plan.mainloop, cc)) {
+      try {
+        require_decode_mainloop_runs(plan.mainloop, cc, current_device_name());
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(context + ": " + e.what());
+      }
     }
   }
   require(plan.cache == (int8 ? CacheKind::int8 : CacheKind::fp16) && plan.hq == p.hq && plan.hk == p.hk &&
