@@ -12,9 +12,12 @@
 #   scripts/device_batch.sh run [STEP...]   (on the GPU machine, from the repository root)
 #                                   unpacks the binaries, runs the steps and leaves logs and JSON
 #                                   in $OUT (default out/)
-# Steps: info gpu-tests check sanitizer sanitizer-decode bench ab pack (default: all but bench, ab
-# and pack). CHECK_CONFIGS, BENCH_CONFIGS and AB_CONFIGS name the configs to run: NAME stands for
-# configs/check/NAME.json, configs/bench/NAME.json and configs/bench/ab/NAME.json. `ab` runs
+# Steps: info gpu-tests check sanitizer sanitizer-decode bench ab profile pack (default: all but
+# bench, ab, profile and pack). CHECK_CONFIGS, BENCH_CONFIGS, AB_CONFIGS and PROFILE_CONFIGS name
+# the configs to run: NAME stands for configs/check/NAME.json, configs/bench/NAME.json,
+# configs/bench/ab/NAME.json and configs/bench/profile/NAME.json. `profile` runs
+# scripts/profile_prefill.sh on each PROFILE_CONFIGS config (PROFILE_KERNELS: its kernel regex)
+# into $OUT/ncu-NAME/. `ab` runs
 # each AB_CONFIGS config with the base and each build of AB_BUILDS (default `new`, the current
 # tilemix-bench) in turn, AB_REPS (default 2) times each, in one process per run: a same-run A/B
 # (compare with scripts/ab_compare.py). `pack` moves everything in $OUT into one results.tgz (the
@@ -123,6 +126,11 @@ run_steps() {
               echo "ab $name $side$i: exit $rc"
             done
           done
+        done ;;
+      profile)
+        for name in ${PROFILE_CONFIGS:?PROFILE_CONFIGS names the configs}; do
+          OUT="$out"/ncu-"$name" scripts/profile_prefill.sh configs/bench/profile/"$name".json \
+            ${PROFILE_KERNELS:+"$PROFILE_KERNELS"} || echo "profile $name: exit $?"
         done ;;
       pack)
         local packed; packed=$(mktemp --suffix=.tgz)
