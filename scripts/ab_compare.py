@@ -4,10 +4,10 @@
 Usage: scripts/ab_compare.py DIR_OR_TGZ [CONFIG]
 
 Reads ab-CONFIG-SIDEN.json (from a folder, not its subfolders, or a results.tgz): SIDE is `base`
-or a build's name (`new`, or each name of AB_BUILDS: not ending in a digit), N the run. Prints, per row (case, method),
-every run's median in microseconds and, per build, the change of its best median over the base's
-best: the runs alternate base, new, ..., base, new, ... in one session, so the spread between a
-side's runs is the noise to read the change against.
+or a build's name (`new`, or each name of AB_BUILDS: not ending in a digit), N the run. Prints,
+per row (case, method), every run's median in microseconds and, per build, the change of its best
+median over the base's best: the runs alternate base, new, ..., base, new, ... in one session, so
+the spread between a side's runs is the noise to read the change against.
 """
 import json
 import re
@@ -72,6 +72,7 @@ def main():
             cells = " | ".join(f"{by_run[c]:.1f}" if c in by_run else "" for c in cols)
             print(f"| {case} | {method} | {cells} | " + " | ".join(changes) + " |")
         print()
+
 
 if __name__ == "__main__":
     main()

@@ -15,13 +15,13 @@
 # Steps: info gpu-tests check sanitizer sanitizer-decode bench ab profile pack (default: all but
 # bench, ab, profile and pack). CHECK_CONFIGS, BENCH_CONFIGS, AB_CONFIGS and PROFILE_CONFIGS name
 # the configs to run: NAME stands for configs/check/NAME.json, configs/bench/NAME.json,
-# configs/bench/ab/NAME.json and configs/bench/profile/NAME.json. `profile` runs
-# scripts/profile_prefill.sh on each PROFILE_CONFIGS config (PROFILE_KERNELS: its kernel regex)
-# into $OUT/ncu-NAME/. `ab` runs
-# each AB_CONFIGS config with the base and each build of AB_BUILDS (default `new`, the current
-# tilemix-bench) in turn, AB_REPS (default 2) times each, in one process per run: a same-run A/B
-# (compare with scripts/ab_compare.py). `pack` moves everything in $OUT into one results.tgz (the
-# device returns a few files per call). A failing step is reported and the next one runs.
+# configs/bench/ab/NAME.json and configs/bench/profile/NAME.json. `ab` runs each AB_CONFIGS
+# config with the base and each build of AB_BUILDS (default `new`, the current tilemix-bench) in
+# turn, AB_REPS (default 2) times each, in one process per run: a same-run A/B (compare with
+# scripts/ab_compare.py). `profile` runs scripts/profile_prefill.sh on each PROFILE_CONFIGS config
+# (PROFILE_KERNELS: its kernel regex) into $OUT/ncu-NAME/. `pack` moves everything in $OUT into
+# one results.tgz (the device returns a few files per call). A failing step is reported and the
+# next one runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stage_dir=.device-bin
@@ -153,5 +153,5 @@ case "${1:-}" in
   stage-ab) shift; stage_ab "$@" ;;
   stage-build) shift; stage_build "$@" ;;
   run) shift; run_steps "$@" ;;
-  *) echo "usage: $0 stage | stage-ab REV | stage-build NAME | run [info gpu-tests check sanitizer sanitizer-decode bench ab pack]" >&2; exit 2 ;;
+  *) echo "usage: $0 stage | stage-ab REV | stage-build NAME | run [info gpu-tests check sanitizer sanitizer-decode bench ab profile pack]" >&2; exit 2 ;;
 esac

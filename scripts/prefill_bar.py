@@ -20,7 +20,7 @@ import argparse
 import json
 import math
 import sys
-from collections import defaultdict
+from collections import defaultdict, namedtuple
 
 MID_BAR = 1.05
 LAYOUTS_AT_HALF = ("band", "sptrans", "bigbird")
@@ -38,6 +38,9 @@ def flash_bar(length):
 FP8_BAR_FROM, FP8_BAR = 8192, 1.0
 
 
+ShapeKey = namedtuple("ShapeKey", "lq lk batch hq hk d causal")
+
+
 class Shape:
     """The rows of one shape, and the verdicts taken on them."""
 
@@ -46,6 +49,18 @@ class Shape:
         self.rows = rows
         self.misses = []  # (what, why): the bars not met
         self.met = 0
+
+    @property
+    def heads(self):
+        return self.key.batch, self.key.hq, self.key.hk, self.key.d
+
+    def cells(self):
+        """The table's first two cells: L and causal."""
+        lq = self.key.lq
+        return [f"{lq // 1024}k" if lq % 1024 == 0 else str(lq), "yes" if self.key.causal else "no"]
+
+    def where(self):
+        return f"L={self.key.lq} causal={'yes' if self.key.causal else 'no'} B={self.key.batch}"
 
     def pick(self, what, **want):
         """The one ok row with these fields (None: missing, failed or ambiguous, noted as a miss)."""
@@ -81,7 +96,7 @@ def ratio_text(r, bar):
 
 
 def int8_cells(shape):
-    length, causal = shape.key[0], shape.key[6]
+    length = shape.key.lq
     cudnn = shape.pick("cudnn_fp16", method="cudnn_fp16")
     flash = shape.pick("flash_fp16", method="flash_fp16")
     zero = shape.pick("zero", **int8_numerics("zero", 0.0))
@@ -94,7 +109,8 @@ def int8_cells(shape):
         else:
             cells.append("n/a")
     cells.append(f"{speed(flash, one):.2f}" if flash and one else "n/a")
-    cells.append(f"{100 * one['quant_ms'] / one['median_ms']:.1f}%" if one and one.get("quant_ms") is not None else "n/a")
+    has_quant = one and one.get("quant_ms") is not None
+    cells.append(f"{100 * one['quant_ms'] / one['median_ms']:.1f}%" if has_quant else "n/a")
     for layout in LAYOUTS_AT_HALF:
         row = shape.pick(f"{layout} 50%", **int8_numerics(layout, 0.5))
         if row and zero and one:
@@ -102,7 +118,7 @@ def int8_cells(shape):
             cells.append(shape.verdict(f"{layout} 50% vs mid", ratio_text(r, MID_BAR), r <= MID_BAR, f"<= {MID_BAR}"))
         else:
             cells.append("n/a")
-    return [f"{length // 1024}k" if length % 1024 == 0 else str(length), "yes" if causal else "no"] + cells
+    return shape.cells() + cells
 
 
 def deviation(row):
@@ -113,8 +129,8 @@ def deviation(row):
 
 
 def fp8_cells(shape):
-    length, causal = shape.key[0], shape.key[6]
-    cells = [f"{length // 1024}k" if length % 1024 == 0 else str(length), "yes" if causal else "no"]
+    length = shape.key.lq
+    cells = shape.cells()
     cudnn8 = shape.pick("cudnn_fp8", method="cudnn_fp8")
     one8 = shape.pick("one pv fp8", **int8_numerics("one", 1.0, "fp8"))
     if cudnn8 and one8:
@@ -165,16 +181,16 @@ def main():
         sys.exit(f"{args.sweep}: no prefill rows")
     groups = defaultdict(list)
     for r in prefill:
-        groups[(r["lq"], r["lk"], r["batch"], r["hq"], r["hk"], r["d"], bool(r["causal"]))].append(r)
+        groups[ShapeKey(r["lq"], r["lk"], r["batch"], r["hq"], r["hk"], r["d"], bool(r["causal"]))].append(r)
     prov = doc.get("provenance", {})
     gpu = prov.get("device", {}).get("name", "?")
     print(f"{args.sweep}: git {prov.get('git_sha', '?')}, {gpu}")
 
-    shapes = [Shape(k, groups[k]) for k in sorted(groups, key=lambda k: (k[2:6], k[0], k[6]))]
+    shapes = sorted((Shape(k, rows) for k, rows in groups.items()), key=lambda s: (s.heads, s.key.lq, s.key.causal))
     all_misses = []
-    for heads in sorted({s.key[2:6] for s in shapes}):
+    for heads in sorted({s.heads for s in shapes}):
         batch, hq, hk, d = heads
-        mine = [s for s in shapes if s.key[2:6] == heads]
+        mine = [s for s in shapes if s.heads == heads]
         print(f"\n## B={batch} Hq={hq} Hk={hk} d={d}: INT8 bars (missed in bold, the bar beside)\n")
         print(table(["L", "causal", "flash / cudnn_fp16", "`one` / cudnn_fp16", "`one` / flash", "quant share of `one`"]
                     + [f"{l} 50% vs mid" for l in LAYOUTS_AT_HALF], [int8_cells(s) for s in mine]))
@@ -182,15 +198,15 @@ def main():
             print(f"\n## B={batch} Hq={hq} Hk={hk} d={d}: FP8 P V bars\n")
             print(table(["L", "causal", "`one` pv fp8 / cudnn_fp8", "deviation, `one` pv fp8 / cudnn_fp8"]
                         + [f"{l} 50% pv routed vs mid" for l in PV_ROUTED_LAYOUTS], [fp8_cells(s) for s in mine]))
-        all_misses += [(s.key, what, why) for s in mine for what, why in s.misses]
+        all_misses += [(s.where(), what, why) for s in mine for what, why in s.misses]
 
-    no_quant = [r["case"] for r in prefill if r["method"] == "tilemix" and r.get("status") == "ok" and r.get("quant_ms") is None]
+    no_quant = [r["case"] for r in prefill
+                if r["method"] == "tilemix" and r.get("status") == "ok" and r.get("quant_ms") is None]
     if no_quant:
-        all_misses.append((None, "quant_ms", f"missing on {len(no_quant)} tilemix rows, e.g. {no_quant[0]}"))
+        all_misses.append(("sweep", "quant_ms", f"missing on {len(no_quant)} tilemix rows, e.g. {no_quant[0]}"))
     met = sum(s.met for s in shapes) + (0 if no_quant else 1)
     print(f"\nbars: {met} met, {len(all_misses)} not met")
-    for key, what, why in all_misses:
-        where = "sweep" if key is None else f"L={key[0]} causal={'yes' if key[6] else 'no'} B={key[2]}"
+    for where, what, why in all_misses:
         print(f"  not met: {where}: {what}: {why}")
     sys.exit(1 if args.strict and all_misses else 0)
 
