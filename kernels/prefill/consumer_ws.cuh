@@ -11,8 +11,8 @@
 // in the loop: the warpgroups meet only on the work tile's partial last step, whose V rows past
 // the tile's keys are zeroed before P V, so that only the sequence's own values reach O even
 // where the rows past it are not finite. O is stored straight from registers (EpilogueDirect).
-// Before a work tile with an INT8-routed key tile, both warpgroups code Q8 from the landed Q
-// (quantize_resident_rows), in both modes: no Q pass, no Q8 in memory.
+// Before a work tile with an INT8-routed key tile, each warpgroup codes its rows of Q8 from the
+// landed Q (quantize_resident_own_rows), in both modes: no Q pass, no Q8 in memory.
 #include <cuda_fp16.h>
 
 #include <cstdint>
@@ -99,9 +99,9 @@ struct ConsumerWs {
       TileRouting routing;
       if (!w.tiles.template work_tile<Cfg::kBlockM, Cfg::kRouteTileN, kRouted>(p, t, blk, routing)) continue;
       q_ring.wait();
-      // Q8 from the landed Q, by both warpgroups, where some key tile is INT8-routed: the work
+      // Q8 from the landed Q, each warpgroup its rows, where some key tile is INT8-routed: the work
       // tile's 128 rows are one Q scale block, so the codes and scale are quantize_queries'.
-      const float q_scale = kRouted && routing.any_int8 ? code_queries(smem, blk.rows, tid) : 0.0f;
+      const float q_scale = kRouted && routing.any_int8 ? code_queries(smem, blk.rows, warp / 4, tid) : 0.0f;
       // One work tile, routed or on the FP16 path alone: in the one-product instance a tile with
       // no INT8-routed key tile decodes no route and selects no scale, as flash_fp16 does.
       const auto tile = [&](auto routed) {
@@ -376,14 +376,16 @@ struct ConsumerWs {
     turns.end();
   }
 
-  // Q8 and its scale from the landed Q of a work tile with `rows` query rows, by both warpgroups
-  // (tid 0..255). Not inlined: inlined into the loop's function, it made ptxas keep fewer values
-  // in registers across the steps (16 bytes spilled, 80 reloaded in the two-product instance).
-  __device__ __noinline__ static float code_queries(char* smem, int rows, int tid) {
-    return quantize_resident_rows<Cfg::kBlockM, D, Cfg::kThreads>(smem + Storage::kQ, Storage::kQBlockBytes,
-                                                                  smem + Storage::kQ8, rows, tid,
-                                                                  Storage::q_scratch(smem),
-                                                                  static_cast<unsigned>(NamedBarrierWs::query_codes));
+  // Q8 and its scale from the landed Q of a work tile with `rows` query rows: warpgroup `wg` codes
+  // its own 64 rows with the scale of all 128 (tid 0..255 over both warpgroups), so neither waits
+  // for the other. Not inlined: inlined into the loop's function, the coding made ptxas keep fewer
+  // values in registers across the steps (16 bytes spilled, 80 reloaded in the two-product instance).
+  __device__ __noinline__ static float code_queries(char* smem, int rows, int wg, int tid) {
+    constexpr int kGroupThreads = Cfg::kThreads / Cfg::kConsumerWarpgroups;
+    return quantize_resident_own_rows<Cfg::kBlockM, Cfg::kBlockM / Cfg::kConsumerWarpgroups, D, kGroupThreads>(
+        smem + Storage::kQ, Storage::kQBlockBytes, smem + Storage::kQ8, rows, wg * (Cfg::kBlockM / Cfg::kConsumerWarpgroups),
+        tid % kGroupThreads, Storage::q_scratch(smem) + wg * (kGroupThreads / 32),
+        static_cast<unsigned>(NamedBarrierWs::query_codes) + wg);
   }
 
   // V rows [valid, kBlockN) of a stage to zero: past the sequence end the stage holds another

@@ -29,7 +29,8 @@ enum class NamedBarrierWs : unsigned {
   zeroed_v_rows = 1,   // the consumers' zeros in a partial last step's V rows, before either's P V
   quantizers = 2,      // the quantizer warps' partial maxima before the scale, their codes before `full`
   consumer_turns = 3,  // and 4: consumer warpgroup w's turn at the tensor cores is consumer_turns + w
-  query_codes = 5,     // the consumers' partial maxima of Q before its scale, their Q8 codes before wgmma
+  query_codes = 5,     // and 6: consumer warpgroup w's partial maxima of Q before its scale, its Q8 codes
+                       // before its wgmma, at query_codes + w
 };
 
 // The routes of a step's two halves (a half past the work tile's last key tile takes none).

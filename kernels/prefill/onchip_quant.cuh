@@ -3,8 +3,9 @@
 // rounding of quantize_queries and quantize_keys (so that codes and scales are the passes'
 // however they are made): quantize_resident_tile for the older kernels' on_the_fly (the tile
 // holds exactly one scale block, its rows past the sequence's end zero-filled: zeros do not change
-// the absmax and are never read back as codes of real tokens), quantize_resident_rows for the
-// warp-specialized kernel (rows past the block's tokens are left out of the absmax).
+// the absmax and are never read back as codes of real tokens), and for the warp-specialized kernel
+// (rows past the block's tokens left out of the absmax) quantize_resident_rows (the quantizer
+// warps' K8) and quantize_resident_own_rows (each consumer warpgroup its own rows of Q8).
 #include <cstdint>
 
 #include "kernels/common/copy.cuh"
@@ -72,69 +73,119 @@ __device__ __forceinline__ float quantize_resident_tile(const char* src, char* d
   return scale;
 }
 
+// The FP16 chunk (16 bytes: 8 channels) `chunk` of row `row` of a block stored as kDim / 64
+// channel blocks `block_bytes` apart, each of 128-byte rows in the 128-byte swizzle.
+__device__ __forceinline__ uint32_t channel_blocked_offset(int row, int chunk, int block_bytes) {
+  return (chunk / 8) * block_bytes + sw128_offset(row, (chunk % 8) * 16);
+}
+
+// The block's scale from each thread's partial absmax `m`: the kThreads threads (`tid` 0 ..
+// kThreads - 1, whole warps) meet at named barrier `barrier_id`; `scratch` holds one float per warp
+// and must not be written again before the group's next barrier.
+template <int kThreads>
+__device__ __forceinline__ float group_block_scale(float m, int tid, float* scratch, unsigned barrier_id) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  if ((tid & 31) == 0) scratch[tid >> 5] = m;
+  named_barrier_sync(barrier_id, kThreads);
+  float absmax = scratch[0];
+#pragma unroll
+  for (int w = 1; w < kThreads / 32; ++w) absmax = fmaxf(absmax, scratch[w]);
+  return int8_block_scale(absmax);
+}
+
 // Codes of `src` [kRows x kDim FP16: kDim / 64 channel blocks `src_block_bytes` apart, each of
-// 128-byte rows in the 128-byte swizzle] into `dst` [kRows x kDim INT8, int8_rows_offset]; returns
-// the scale. Rows from `valid` on belong to no token of the block (another sequence's, or past
-// the tensor): they do not enter the absmax, and their codes are never read as real tokens'. The
+// 128-byte rows in the 128-byte swizzle] into `dst` [kRows x kDim INT8, int8_rows_offset] by any
+// number of warps on few registers (the quantizer warps: one chunk at a time, read twice); returns
+// the scale. Rows from `valid` on belong to no token of the block (another sequence's, or past the
+// tensor): they do not enter the absmax, and their codes are never read as real tokens'. The
 // kThreads threads (`tid` 0 .. kThreads - 1, whole warps) meet at named barrier `barrier_id`;
 // `scratch` holds one float per warp. The codes are fenced for wgmma's reads before the return.
 template <int kRows, int kDim, int kThreads>
 __device__ __forceinline__ float quantize_resident_rows(const char* src, int src_block_bytes, char* dst, int valid,
                                                         int tid, float* scratch, unsigned barrier_id) {
   constexpr int kChunksPerRow = kDim / 8;  // 16-byte FP16 chunks: 8 channels, 8 codes each
-  const auto block_scale = [&](float m) {
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-    if ((tid & 31) == 0) scratch[tid >> 5] = m;
-    named_barrier_sync(barrier_id, kThreads);
-    float absmax = scratch[0];
-#pragma unroll
-    for (int w = 1; w < kThreads / 32; ++w) absmax = fmaxf(absmax, scratch[w]);
-    return int8_block_scale(absmax);
+  const auto source = [&](int i) {
+    return *reinterpret_cast<const uint4*>(src + channel_blocked_offset(i / kChunksPerRow, i % kChunksPerRow,
+                                                                        src_block_bytes));
   };
-  float scale;
-  if constexpr (kThreads % kChunksPerRow == 0 && (kThreads / kChunksPerRow) % 8 == 0 &&
-                kRows % (kThreads / kChunksPerRow) == 0) {
-    // Whole passes (the consumer warpgroups): a thread takes one chunk of rows row0, row0 +
-    // kRowStep, ...; steps of 8 rows keep both swizzles' phase, so one base address each, and
-    // the unrolled loads of a pass are issued before the first is used.
-    constexpr int kRowStep = kThreads / kChunksPerRow;
-    const int row0 = tid / kChunksPerRow, chunk = tid % kChunksPerRow;
-    const char* src0 = src + (chunk / 8) * src_block_bytes + sw128_offset(row0, (chunk % 8) * 16);
-    char* dst0 = dst + int8_rows_offset<kDim>(row0, chunk * 8);
-    const auto at = [&](int j) { return *reinterpret_cast<const uint4*>(src0 + j * kRowStep * 128); };
-    float m = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kRows / kRowStep; ++j) {
-      if (row0 + j * kRowStep < valid) m = absmax8(at(j), m);
-    }
-    scale = block_scale(m);
-    const Int8Encoder encoder(scale);
-#pragma unroll
-    for (int j = 0; j < kRows / kRowStep; ++j) {
-      *reinterpret_cast<uint2*>(dst0 + j * kRowStep * kDim) = encoder.encode8(at(j));
-    }
-  } else {
-    // Any number of warps on few registers (the quantizer warps): one chunk at a time, read twice.
-    const auto source = [&](int i) {
-      const int row = i / kChunksPerRow, chunk = i % kChunksPerRow;
-      return *reinterpret_cast<const uint4*>(src + (chunk / 8) * src_block_bytes +
-                                             sw128_offset(row, (chunk % 8) * 16));
-    };
-    float m = 0.0f;
+  float m = 0.0f;
 #pragma unroll 1
-    for (int i = tid; i < valid * kChunksPerRow; i += kThreads) m = absmax8(source(i), m);
-    scale = block_scale(m);
-    const Int8Encoder encoder(scale);
+  for (int i = tid; i < valid * kChunksPerRow; i += kThreads) m = absmax8(source(i), m);
+  const Int8Encoder encoder(group_block_scale<kThreads>(m, tid, scratch, barrier_id));
 #pragma unroll 1
-    for (int i = tid; i < kRows * kChunksPerRow; i += kThreads) {
-      const int row = i / kChunksPerRow, chunk = i % kChunksPerRow;
-      *reinterpret_cast<uint2*>(dst + int8_rows_offset<kDim>(row, chunk * 8)) = encoder.encode8(source(i));
-    }
+  for (int i = tid; i < kRows * kChunksPerRow; i += kThreads) {
+    const int row = i / kChunksPerRow, chunk = i % kChunksPerRow;
+    *reinterpret_cast<uint2*>(dst + int8_rows_offset<kDim>(row, chunk * 8)) = encoder.encode8(source(i));
   }
   fence_proxy_async_shared();
   named_barrier_sync(barrier_id, kThreads);  // scratch is free again, and every warp's codes are written
-  return scale;
+  return encoder.scale();
+}
+
+// Codes rows [row0, row0 + kOwnRows) of the kRows-row block `src` (laid out as for
+// quantize_resident_rows) into the same rows of `dst`, and returns the scale of the whole block
+// (its first `valid` rows enter the absmax). Each group of kThreads threads (`tid` 0 .. kThreads -
+// 1, whole warps: a consumer warpgroup) reads the whole block for the absmax (a maximum is exact in
+// any order, so every group finds the same scale) and codes its own rows alone: the groups never
+// wait for one another. A thread takes one chunk of rows first, first + kRowStep, ...; steps of 8
+// rows keep both swizzles' phase (one base address per thread), every load is issued before the
+// first is used, and the codes are made without a branch until one test for near-ties over all
+// of them. The group meets at named barrier `barrier_id` (`scratch`: one float per warp of the
+// group) after the absmax and once its codes are fenced for wgmma's reads.
+template <int kRows, int kOwnRows, int kDim, int kThreads>
+__device__ __forceinline__ float quantize_resident_own_rows(const char* src, int src_block_bytes, char* dst,
+                                                            int valid, int row0, int tid, float* scratch,
+                                                            unsigned barrier_id) {
+  constexpr int kChunksPerRow = kDim / 8;
+  constexpr int kRowStep = kThreads / kChunksPerRow;
+  constexpr int kOwn = kOwnRows / kRowStep, kOthers = (kRows - kOwnRows) / kRowStep;
+  static_assert(kThreads % kChunksPerRow == 0 && kRowStep % 8 == 0 && kOwnRows % kRowStep == 0 &&
+                    kRows % kOwnRows == 0,
+                "whole passes that keep the swizzles' phase");
+  const int first = tid / kChunksPerRow, chunk = tid % kChunksPerRow;
+  const char* src0 = src + channel_blocked_offset(first, chunk, src_block_bytes);
+  const auto pass = [&](int j) { return *reinterpret_cast<const uint4*>(src0 + j * kRowStep * 128); };
+  const int own_first = row0 / kRowStep;
+  float m = 0.0f;
+  // The other groups' rows, for the absmax alone; then the own rows, kept for the codes.
+#pragma unroll
+  for (int i = 0; i < kOthers; ++i) {
+    const int j = i < own_first ? i : i + kOwn;
+    const float a = absmax8(pass(j), 0.0f);
+    m = fmaxf(m, first + j * kRowStep < valid ? a : 0.0f);
+  }
+  uint4 own[kOwn];
+#pragma unroll
+  for (int i = 0; i < kOwn; ++i) {
+    own[i] = pass(own_first + i);
+    const float a = absmax8(own[i], 0.0f);
+    m = fmaxf(m, row0 + first + i * kRowStep < valid ? a : 0.0f);
+  }
+  const Int8Encoder encoder(group_block_scale<kThreads>(m, tid, scratch, barrier_id));
+  uint2 codes[kOwn];
+  uint32_t near_ties = 0;  // bit i: chunk i holds a near-tie
+#pragma unroll
+  for (int i = 0; i < kOwn; ++i) {
+    bool near_tie = false;
+    codes[i].x = encoder.encode4_unchecked(own[i].x, own[i].y, near_tie);
+    codes[i].y = encoder.encode4_unchecked(own[i].z, own[i].w, near_tie);
+    near_ties |= static_cast<uint32_t>(near_tie) << i;
+  }
+  if (near_ties != 0) {
+#pragma unroll
+    for (int i = 0; i < kOwn; ++i) {
+      if ((near_ties >> i) & 1u) {
+        codes[i] = make_uint2(encoder.encode4_exact(own[i].x, own[i].y), encoder.encode4_exact(own[i].z, own[i].w));
+      }
+    }
+  }
+  char* dst0 = dst + int8_rows_offset<kDim>(row0 + first, chunk * 8);
+#pragma unroll
+  for (int i = 0; i < kOwn; ++i) *reinterpret_cast<uint2*>(dst0 + i * kRowStep * kDim) = codes[i];
+  fence_proxy_async_shared();
+  named_barrier_sync(barrier_id, kThreads);  // scratch is free again, and the group's codes are written
+  return encoder.scale();
 }
 
 }  // namespace tilemix::gpu

@@ -61,14 +61,22 @@ class Int8Encoder {
   // time, so that a caller short of registers (the warp-specialized kernel's quantizer warps)
   // keeps only four quotients alive.
   __device__ __forceinline__ uint32_t encode4(uint32_t w0, uint32_t w1) const {
-    const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&w0));
-    const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&w1));
-    const float x[4] = {lo.x, lo.y, hi.x, hi.y};
+    bool near_tie = false;
+    const uint32_t codes = encode4_unchecked(w0, w1, near_tie);
+    if (near_tie) return encode4_exact(w0, w1);
+    return codes;
+  }
+
+  // encode4 by the reciprocal alone: sets `near_tie` where a code may differ from the exact one
+  // (then encode4_exact gives the codes). A caller coding many chunks tests once for all of them,
+  // so that its chunks form one branch-free chain.
+  __device__ __forceinline__ uint32_t encode4_unchecked(uint32_t w0, uint32_t w1, bool& near_tie) const {
+    float x[4];
+    unpack4(w0, w1, x);
     // Adding 1.5 * 2^23 rounds |y| < 2^22 to an integer, ties to even; the integer's two's
     // complement then sits in the low mantissa bits.
     constexpr float kRound = 12582912.0f;
     uint32_t bits[4];
-    bool near_tie = false;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const float y = __fmul_rn(x[i], inv_);
@@ -77,14 +85,31 @@ class Int8Encoder {
       near_tie |= !(fabsf(__fsub_rn(y, __fsub_rn(t, kRound))) < 0.5f - 0x1p-14f);
       bits[i] = __float_as_uint(t);
     }
-    if (near_tie) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) bits[i] = static_cast<uint32_t>(int8_code(x[i], scale_));
-    }
     return pack4(bits[0], bits[1], bits[2], bits[3]);
   }
 
+  // Codes of 4 packed halves by correctly rounded divisions (int8_code).
+  __device__ __forceinline__ uint32_t encode4_exact(uint32_t w0, uint32_t w1) const {
+    float x[4];
+    unpack4(w0, w1, x);
+    uint32_t bits[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) bits[i] = static_cast<uint32_t>(int8_code(x[i], scale_));
+    return pack4(bits[0], bits[1], bits[2], bits[3]);
+  }
+
+  __device__ __forceinline__ float scale() const { return scale_; }
+
  private:
+  __device__ __forceinline__ static void unpack4(uint32_t w0, uint32_t w1, float (&x)[4]) {
+    const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&w0));
+    const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&w1));
+    x[0] = lo.x;
+    x[1] = lo.y;
+    x[2] = hi.x;
+    x[3] = hi.y;
+  }
+
   // Low bytes of four words, in order.
   __device__ __forceinline__ static uint32_t pack4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
     return __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);

@@ -1,7 +1,9 @@
-// The warp-specialized kernel's on-chip INT8 coding (quantize_resident_rows, as the consumers code
-// Q8 and the quantizer warps K8) against quantize_blockwise, bit for bit: fresh random blocks of
-// both row counts and head dimensions, partial blocks whose rows past the tokens hold values that
-// must not enter the absmax, exact ties, NaNs and an all-zero block.
+// The warp-specialized kernel's on-chip INT8 coding (quantize_resident_own_rows, as each consumer
+// warpgroup codes its rows of Q8, and quantize_resident_rows, as the quantizer warps code K8)
+// against quantize_blockwise, bit for bit: fresh random blocks of both row counts and head
+// dimensions, partial blocks whose rows past the tokens hold values that must not enter the
+// absmax, exact ties, ties that the reciprocal misrounds in a few chunks only, NaNs and an
+// all-zero block.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -28,10 +30,15 @@ void check_block(const std::vector<uint16_t>& x, int rows, int d, int valid) {
   const gpu::ResidentCodes got = gpu::code_resident_rows(x, rows, d, valid);
   const QuantizedTensor want = blockwise(x, rows, d, valid);
   REQUIRE(want.scales.size() == 1);
-  uint32_t got_bits = 0, want_bits = 0;
-  std::memcpy(&got_bits, &got.scale, sizeof(float));
+  // One scale per coding group (two consumer warpgroups for Q8, one for K8), each the block's.
+  REQUIRE(got.scales.size() == (rows == 128 ? 2u : 1u));
+  uint32_t want_bits = 0;
   std::memcpy(&want_bits, &want.scales[0], sizeof(float));
-  CHECK(got_bits == want_bits);
+  for (const float scale : got.scales) {
+    uint32_t got_bits = 0;
+    std::memcpy(&got_bits, &scale, sizeof(float));
+    CHECK(got_bits == want_bits);
+  }
   const std::vector<int8_t> tokens(got.codes.begin(), got.codes.begin() + static_cast<size_t>(valid) * d);
   CHECK(tokens == want.codes);
 }
@@ -60,6 +67,15 @@ TEST_CASE("Q8 and K8 coded on chip are quantize_blockwise's codes and scales", "
           x[i] = float_to_half(static_cast<float>(static_cast<int>(rng() % 254) - 127) + 0.5f);
         }
         x[0] = float_to_half(-127.0f);
+        check_block(x, rows, d, valid);
+        // Ties in a few chunks only, of which the reciprocal misrounds about a third: absmax 889
+        // makes the scale 7, and x = 7 k + 3.5 is a tie of the exact quotient that x * rn(1 / 7)
+        // may miss; the other values are 7 k, far from any tie.
+        for (size_t i = 0; i < static_cast<size_t>(valid) * d; ++i) {
+          const int k = static_cast<int>(rng() % 253) - 126;
+          x[i] = float_to_half(7.0f * static_cast<float>(k) + (rng() % 50 == 0 ? 3.5f : 0.0f));
+        }
+        x[0] = float_to_half(889.0f);
         check_block(x, rows, d, valid);
         // NaNs stay out of the absmax and code as 0.
         x[static_cast<size_t>(valid - 1) * d] = float_to_half(std::numeric_limits<float>::quiet_NaN());
