@@ -11,8 +11,8 @@
 // in the loop: the warpgroups meet only on the work tile's partial last step, whose V rows past
 // the tile's keys are zeroed before P V, so that only the sequence's own values reach O even
 // where the rows past it are not finite. O is stored straight from registers (EpilogueDirect).
-// Before a work tile with an INT8-routed key tile, each warpgroup codes its rows of Q8 from the
-// landed Q (quantize_resident_own_rows), in both modes: no Q pass, no Q8 in memory.
+// Before a work tile with an INT8-routed key tile, each warpgroup codes its half of Q8 from the
+// landed Q (quantize_resident_half), in both modes: no Q pass, no Q8 in memory.
 #include <cuda_fp16.h>
 
 #include <cstdint>
@@ -382,8 +382,8 @@ struct ConsumerWs {
   // values in registers across the steps (16 bytes spilled, 80 reloaded in the two-product instance).
   __device__ __noinline__ static float code_queries(char* smem, int rows, int wg, int tid) {
     constexpr int kGroupThreads = Cfg::kThreads / Cfg::kConsumerWarpgroups;
-    return quantize_resident_own_rows<Cfg::kBlockM, Cfg::kBlockM / Cfg::kConsumerWarpgroups, D, kGroupThreads>(
-        smem + Storage::kQ, Storage::kQBlockBytes, smem + Storage::kQ8, rows, wg * (Cfg::kBlockM / Cfg::kConsumerWarpgroups),
+    return quantize_resident_half<Cfg::kBlockM, D, kGroupThreads>(
+        smem + Storage::kQ, Storage::kQBlockBytes, smem + Storage::kQ8, rows, wg * (Cfg::kBlockM / 2),
         tid % kGroupThreads, Storage::q_scratch(smem) + wg * (kGroupThreads / 32),
         static_cast<unsigned>(NamedBarrierWs::query_codes) + wg);
   }

@@ -1,6 +1,6 @@
 // gpu::code_resident_rows: one CTA lays a block out as the warp-specialized kernel's shared memory
 // holds it (64-channel blocks of 128-byte rows in the 128-byte swizzle) and codes it as the
-// consumers code Q8 (128 rows, quantize_resident_own_rows by two warpgroups of 128 threads) or as
+// consumers code Q8 (128 rows, quantize_resident_half by two warpgroups of 128 threads) or as
 // the quantizer warps code K8 (64 rows, quantize_resident_rows by 96 threads).
 #include <cuda_runtime.h>
 
@@ -18,7 +18,7 @@
 namespace tilemix::gpu {
 namespace {
 
-// The consumers' Q8 (kGroups warpgroups, each coding its own rows of a kRows-row block) or,
+// The consumers' Q8 (kGroups = 2 warpgroups, each coding its half of a kRows-row block) or,
 // with kGroups = 1, the quantizer warps' K8. Each group writes its scale to scale[group].
 template <int kRows, int kDim, int kThreads, int kGroups>
 __global__ void __launch_bounds__(kThreads) code_rows_kernel(const uint16_t* __restrict__ x, int8_t* __restrict__ codes,
@@ -40,9 +40,10 @@ __global__ void __launch_bounds__(kThreads) code_rows_kernel(const uint16_t* __r
   if constexpr (kGroups == 1) {
     s = quantize_resident_rows<kRows, kDim, kThreads>(src, kBlockBytes, dst, valid, tid, scratch, 1);
   } else {
-    s = quantize_resident_own_rows<kRows, kRows / kGroups, kDim, kGroupThreads>(
-        src, kBlockBytes, dst, valid, group * (kRows / kGroups), tid % kGroupThreads,
-        scratch + group * (kGroupThreads / 32), 1 + group);
+    static_assert(kGroups == 2, "each consumer warpgroup codes half of the query tile");
+    s = quantize_resident_half<kRows, kDim, kGroupThreads>(src, kBlockBytes, dst, valid, group * (kRows / 2),
+                                                           tid % kGroupThreads, scratch + group * (kGroupThreads / 32),
+                                                           1 + group);
   }
   __syncthreads();
   for (int i = tid; i < kRows * kDim; i += kThreads) {

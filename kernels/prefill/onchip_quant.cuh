@@ -5,7 +5,7 @@
 // holds exactly one scale block, its rows past the sequence's end zero-filled: zeros do not change
 // the absmax and are never read back as codes of real tokens), and for the warp-specialized kernel
 // (rows past the block's tokens left out of the absmax) quantize_resident_rows (the quantizer
-// warps' K8) and quantize_resident_own_rows (each consumer warpgroup its own rows of Q8).
+// warps' K8) and quantize_resident_half (each consumer warpgroup its half of Q8).
 #include <cstdint>
 
 #include "kernels/common/copy.cuh"
@@ -123,66 +123,62 @@ __device__ __forceinline__ float quantize_resident_rows(const char* src, int src
   return encoder.scale();
 }
 
-// Codes rows [row0, row0 + kOwnRows) of the kRows-row block `src` (laid out as for
-// quantize_resident_rows) into the same rows of `dst`, and returns the scale of the whole block
-// (its first `valid` rows enter the absmax). Each group of kThreads threads (`tid` 0 .. kThreads -
-// 1, whole warps: a consumer warpgroup) reads the whole block for the absmax (a maximum is exact in
-// any order, so every group finds the same scale) and codes its own rows alone: the groups never
-// wait for one another. A thread takes one chunk of rows first, first + kRowStep, ...; steps of 8
-// rows keep both swizzles' phase (one base address per thread), every load is issued before the
-// first is used, and the codes are made without a branch until one test for near-ties over all
-// of them. The group meets at named barrier `barrier_id` (`scratch`: one float per warp of the
-// group) after the absmax and once its codes are fenced for wgmma's reads.
-template <int kRows, int kOwnRows, int kDim, int kThreads>
-__device__ __forceinline__ float quantize_resident_own_rows(const char* src, int src_block_bytes, char* dst,
-                                                            int valid, int row0, int tid, float* scratch,
-                                                            unsigned barrier_id) {
+// Codes half of the kRows-row block `src` (laid out as for quantize_resident_rows), rows [row0,
+// row0 + kRows / 2), into the same rows of `dst`, and returns the scale of the whole block (its
+// first `valid` rows enter the absmax). Each of two groups of kThreads threads (`tid` 0 ..
+// kThreads - 1, whole warps: a consumer warpgroup) reads the whole block for the absmax (a maximum
+// is exact in any order, so both find the same scale) and codes its own half alone: the groups
+// never wait for each other. A thread takes one chunk of rows first, first + kRowStep, ...: steps
+// of 8 rows keep both swizzles' phase, so each half is one base address and compile-time offsets,
+// and every load is issued before the first is used. The maxima stay in half precision until the
+// shuffles; the codes form one branch-free chain and one test for near-ties, whose chunks are
+// coded again from shared memory by correctly rounded divisions in a loop that is not unrolled
+// (rare, and the function is run once per work tile: its code is fetched cold each time). The
+// group meets at named barrier `barrier_id` (`scratch`: one float per warp of the group) after the
+// absmax and once its codes are fenced for wgmma's reads.
+template <int kRows, int kDim, int kThreads>
+__device__ __forceinline__ float quantize_resident_half(const char* src, int src_block_bytes, char* dst, int valid,
+                                                        int row0, int tid, float* scratch, unsigned barrier_id) {
   constexpr int kChunksPerRow = kDim / 8;
   constexpr int kRowStep = kThreads / kChunksPerRow;
-  constexpr int kOwn = kOwnRows / kRowStep, kOthers = (kRows - kOwnRows) / kRowStep;
-  static_assert(kThreads % kChunksPerRow == 0 && kRowStep % 8 == 0 && kOwnRows % kRowStep == 0 &&
-                    kRows % kOwnRows == 0,
+  constexpr int kPasses = kRows / 2 / kRowStep;  // chunks per thread in each half
+  static_assert(kThreads % kChunksPerRow == 0 && kRowStep % 8 == 0 && kRows / 2 % kRowStep == 0,
                 "whole passes that keep the swizzles' phase");
   const int first = tid / kChunksPerRow, chunk = tid % kChunksPerRow;
-  const char* src0 = src + channel_blocked_offset(first, chunk, src_block_bytes);
-  const auto pass = [&](int j) { return *reinterpret_cast<const uint4*>(src0 + j * kRowStep * 128); };
-  const int own_first = row0 / kRowStep;
-  float m = 0.0f;
-  // The other groups' rows, for the absmax alone; then the own rows, kept for the codes.
+  const int other0 = kRows / 2 - row0;
+  const char* own_src = src + channel_blocked_offset(row0 + first, chunk, src_block_bytes);
+  const char* other_src = src + channel_blocked_offset(other0 + first, chunk, src_block_bytes);
+  const auto at = [](const char* base, int i) { return *reinterpret_cast<const uint4*>(base + i * kRowStep * 128); };
+  uint4 own[kPasses];
+  __half2 m = __float2half2_rn(0.0f);
 #pragma unroll
-  for (int i = 0; i < kOthers; ++i) {
-    const int j = i < own_first ? i : i + kOwn;
-    const float a = absmax8(pass(j), 0.0f);
-    m = fmaxf(m, first + j * kRowStep < valid ? a : 0.0f);
+  for (int i = 0; i < kPasses; ++i) {
+    const uint4 x = at(other_src, i);
+    if (other0 + first + i * kRowStep < valid) m = absmax8_half2(x, m);
   }
-  uint4 own[kOwn];
 #pragma unroll
-  for (int i = 0; i < kOwn; ++i) {
-    own[i] = pass(own_first + i);
-    const float a = absmax8(own[i], 0.0f);
-    m = fmaxf(m, row0 + first + i * kRowStep < valid ? a : 0.0f);
+  for (int i = 0; i < kPasses; ++i) {
+    own[i] = at(own_src, i);
+    if (row0 + first + i * kRowStep < valid) m = absmax8_half2(own[i], m);
   }
-  const Int8Encoder encoder(group_block_scale<kThreads>(m, tid, scratch, barrier_id));
-  uint2 codes[kOwn];
+  const Int8Encoder encoder(group_block_scale<kThreads>(half2_max(m), tid, scratch, barrier_id));
+  char* own_dst = dst + int8_rows_offset<kDim>(row0 + first, chunk * 8);
   uint32_t near_ties = 0;  // bit i: chunk i holds a near-tie
 #pragma unroll
-  for (int i = 0; i < kOwn; ++i) {
+  for (int i = 0; i < kPasses; ++i) {
     bool near_tie = false;
-    codes[i].x = encoder.encode4_unchecked(own[i].x, own[i].y, near_tie);
-    codes[i].y = encoder.encode4_unchecked(own[i].z, own[i].w, near_tie);
+    const uint2 codes = make_uint2(encoder.encode4_unchecked(own[i].x, own[i].y, near_tie),
+                                   encoder.encode4_unchecked(own[i].z, own[i].w, near_tie));
+    *reinterpret_cast<uint2*>(own_dst + i * kRowStep * kDim) = codes;
     near_ties |= static_cast<uint32_t>(near_tie) << i;
   }
-  if (near_ties != 0) {
-#pragma unroll
-    for (int i = 0; i < kOwn; ++i) {
-      if ((near_ties >> i) & 1u) {
-        codes[i] = make_uint2(encoder.encode4_exact(own[i].x, own[i].y), encoder.encode4_exact(own[i].z, own[i].w));
-      }
-    }
+#pragma unroll 1
+  for (; near_ties != 0; near_ties &= near_ties - 1) {
+    const int i = __ffs(near_ties) - 1;
+    const uint4 x = at(own_src, i);
+    *reinterpret_cast<uint2*>(own_dst + i * kRowStep * kDim) =
+        make_uint2(encoder.encode4_exact(x.x, x.y), encoder.encode4_exact(x.z, x.w));
   }
-  char* dst0 = dst + int8_rows_offset<kDim>(row0 + first, chunk * 8);
-#pragma unroll
-  for (int i = 0; i < kOwn; ++i) *reinterpret_cast<uint2*>(dst0 + i * kRowStep * kDim) = codes[i];
   fence_proxy_async_shared();
   named_barrier_sync(barrier_id, kThreads);  // scratch is free again, and the group's codes are written
   return encoder.scale();

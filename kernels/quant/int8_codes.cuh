@@ -30,6 +30,19 @@ __device__ __forceinline__ int int8_code(float x, float scale) {
   return min(max(r, -127), 127);
 }
 
+// max(m, |x|) lane by lane over 8 packed halves, in half precision (exact): NaN elements are
+// ignored (__hmax2 returns the other operand). half2_max gives the float maximum of both lanes.
+__device__ __forceinline__ __half2 absmax8_half2(const uint4& chunk, __half2 m) {
+  const uint32_t w[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) m = __hmax2(m, __habs2(*reinterpret_cast<const __half2*>(&w[i])));
+  return m;
+}
+__device__ __forceinline__ float half2_max(__half2 m) {
+  const float2 f = __half22float2(m);
+  return fmaxf(f.x, f.y);
+}
+
 // max|x| over 8 packed halves. NaN elements are ignored (__hmax2 and fmaxf return the other
 // operand), like std::max on the CPU.
 __device__ __forceinline__ float absmax8(const uint4& chunk, float m) {
@@ -41,10 +54,8 @@ __device__ __forceinline__ float absmax8(const uint4& chunk, float m) {
   return fmaxf(m, fmaxf(f.x, f.y));
 }
 
-// Codes of one block without a division per element. y = x * rn(1/scale) lies within 2^-16 of
-// the exact quotient (|x / scale| <= 127, two roundings of relative 2^-24), and the correctly
-// rounded quotient within 2^-17 of it; so unless y is within 2^-14 of a half-integer, y and
-// fl(x / scale) round to the same integer. Such rare near-ties (and NaNs) take int8_code.
+// Codes of one block without a division per element, by the reciprocal rn(1 / scale) (bounds at
+// encode4_unchecked). Near-ties of the exact quotient (and NaNs) take int8_code.
 class Int8Encoder {
  public:
   __device__ __forceinline__ explicit Int8Encoder(float scale) {
@@ -69,20 +80,21 @@ class Int8Encoder {
 
   // encode4 by the reciprocal alone: sets `near_tie` where a code may differ from the exact one
   // (then encode4_exact gives the codes). A caller coding many chunks tests once for all of them,
-  // so that its chunks form one branch-free chain.
+  // so that its chunks form one branch-free chain. Three arithmetic instructions per code: t =
+  // fma(x, inv, 1.5 x 2^23) rounds p = x * inv (exact) to an integer r, ties to even, whose two's
+  // complement then sits in the low mantissa bits; fma(x, inv, -r) is p - r within 2^-25. p lies
+  // within 2^-17 of x / scale, and fl(x / scale) within 2^-16 of p, so unless |p - r| comes within
+  // 2^-14 of 1/2, r is the correctly rounded quotient's code.
   __device__ __forceinline__ uint32_t encode4_unchecked(uint32_t w0, uint32_t w1, bool& near_tie) const {
     float x[4];
     unpack4(w0, w1, x);
-    // Adding 1.5 * 2^23 rounds |y| < 2^22 to an integer, ties to even; the integer's two's
-    // complement then sits in the low mantissa bits.
     constexpr float kRound = 12582912.0f;
     uint32_t bits[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const float y = __fmul_rn(x[i], inv_);
-      const float t = __fadd_rn(y, kRound);
-      // The exact distance to rne(y); a NaN fails the comparison (one predicated compare).
-      near_tie |= !(fabsf(__fsub_rn(y, __fsub_rn(t, kRound))) < 0.5f - 0x1p-14f);
+      const float t = __fmaf_rn(x[i], inv_, kRound);
+      // A NaN fails the comparison (one predicated compare).
+      near_tie |= !(fabsf(__fmaf_rn(x[i], inv_, -__fsub_rn(t, kRound))) < 0.5f - 0x1p-14f);
       bits[i] = __float_as_uint(t);
     }
     return pack4(bits[0], bits[1], bits[2], bits[3]);

@@ -1,4 +1,4 @@
-// The warp-specialized kernel's on-chip INT8 coding (quantize_resident_own_rows, as each consumer
+// The warp-specialized kernel's on-chip INT8 coding (quantize_resident_half, as each consumer
 // warpgroup codes its rows of Q8, and quantize_resident_rows, as the quantizer warps code K8)
 // against quantize_blockwise, bit for bit: fresh random blocks of both row counts and head
 // dimensions, partial blocks whose rows past the tokens hold values that must not enter the

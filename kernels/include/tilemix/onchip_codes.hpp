@@ -1,5 +1,5 @@
 #pragma once
-// The warp-specialized prefill kernel's on-chip INT8 coding (quantize_resident_own_rows and
+// The warp-specialized prefill kernel's on-chip INT8 coding (quantize_resident_half and
 // quantize_resident_rows) on one block from the host, with the thread counts the kernel runs it
 // with: for tests that its codes and scales are quantize_blockwise's, bit for bit.
 #include <cstdint>
