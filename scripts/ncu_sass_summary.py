@@ -1,23 +1,29 @@
 #!/usr/bin/env python3
-"""Summarizes the per-instruction SASS page of an ncu report (scripts/profile_decode.sh writes it
-as CSV) for one kernel: warp instructions per warp and loop trip, stall samples by reason, and per
-opcode, and the hottest instructions.
+"""Summarizes the per-instruction SASS page of an ncu report (scripts/profile_decode.sh and
+profile_prefill.sh write it as CSV, the latter gzipped) for one kernel: warp instructions per warp
+and loop trip, stall samples by reason, and per opcode, and the hottest instructions.
 
-Usage: scripts/ncu_sass_summary.py SASS_CSV KERNEL_SUBSTRING [--trips N] [--top K]
+Usage: scripts/ncu_sass_summary.py SASS_CSV KERNEL_SUBSTRING [--nth N] [--trips N] [--top K] [--function]
 
---trips is the number of executions that marks an instruction as part of the main loop (warps x
-tiles; for the decode kernels at 16k x batch 8, 4 warps x 16384 tiles = 65536): instructions run
-at least 90% that often are counted as the loop, and their counts are divided by it.
+--nth picks the N-th launch (from 0) whose name holds KERNEL_SUBSTRING. --trips is the number of
+executions that marks an instruction as part of the main loop (warps x tiles; for the decode
+kernels at 16k x batch 8, 4 warps x 16384 tiles = 65536): instructions run at least 90% that often
+are counted as the loop, and their counts are divided by it. --function instead accounts for the
+kernel's called function (a __noinline__ one, such as the prefill consumers' Q8 coding: the code
+from the kernel's last EXIT to the first RET that runs), split at its barriers: per part, the
+stall samples, the warp instructions per call and the top stall reasons.
 """
 import argparse
 import collections
 import csv
+import gzip
 import sys
 
 
 def kernels(path):
     found, current = [], None
-    with open(path, newline="") as f:
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", newline="") as f:
         for row in csv.reader(f):
             if not row:
                 continue
@@ -31,17 +37,51 @@ def kernels(path):
     return found
 
 
+def print_function(rows, samples, stalls, num):
+    """The called function's parts between barriers: samples, warp instructions per call, stalls."""
+    ret = next((i for i, (source, executed, _, _) in enumerate(rows) if "RET" in source and executed > 0), None)
+    if ret is None:
+        sys.exit("no RET that runs: the kernel calls no function")
+    exits = [i for i in range(ret) if "EXIT" in rows[i][0]]
+    first = exits[-1] + 1 if exits else 0
+    # Past the kernel's last EXIT come its out-of-line waits (try-wait loops on mbarriers and
+    # their branches back) before the function's first instruction.
+    while first < ret and (rows[first][1] == 0 or rows[first][0].split()[0].startswith(("SYNCS", "@", "BRA"))):
+        first += 1
+    calls = rows[ret][1]
+    bars = [i for i in range(first, ret + 1) if rows[i][0].split()[0].startswith("BAR")]
+    edges = [first] + [b for bar in bars for b in (bar, bar + 2)] + [ret + 1]
+    total = sum(s for _, _, s, _ in rows[first:ret + 1])
+    print(f"function: instructions {first}..{ret} ({ret - first + 1} in its code), {calls} calls, "
+          f"{total} of {samples} stall samples ({100 * total / max(samples, 1):.1f}%)")
+    for a, b in zip(edges, edges[1:]):
+        if a >= b:
+            continue
+        part = rows[a:min(b, ret + 1)]
+        reasons = collections.Counter()
+        for _, _, _, r in part:
+            for name in stalls:
+                reasons[name[len("stall_"):]] += num(r, name)
+        label = part[0][0].split()[0] if part[0][0].split()[0].startswith("BAR") else part[0][0][:24]
+        print(f"  from {label:<24} samples {sum(s for _, _, s, _ in part):>6}  "
+              f"instructions per call {sum(e for _, e, _, _ in part) / max(calls, 1):7.1f}  "
+              + ", ".join(f"{k} {v}" for k, v in reasons.most_common(4) if v))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("csv")
     parser.add_argument("kernel")
     parser.add_argument("--trips", type=int, default=65536)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--nth", type=int, default=0)
+    parser.add_argument("--function", action="store_true")
     args = parser.parse_args()
 
-    kernel = next((k for k in kernels(args.csv) if args.kernel in k["name"]), None)
-    if kernel is None:
-        sys.exit(f"no kernel matching {args.kernel!r} in {args.csv}")
+    matching = [k for k in kernels(args.csv) if args.kernel in k["name"]]
+    if len(matching) <= args.nth:
+        sys.exit(f"no launch {args.nth} of a kernel matching {args.kernel!r} in {args.csv} ({len(matching)} found)")
+    kernel = matching[args.nth]
     h = kernel["header"]
     stalls = [n for n in h if n.startswith("stall_") and "Not Issued" not in n]
 
@@ -51,6 +91,10 @@ def main():
     rows = [(r[h["Source"]].strip(), num(r, "Instructions Executed"), num(r, "Warp Stall Sampling (All Samples)"), r)
             for r in kernel["rows"]]
     samples = sum(s for _, _, s, _ in rows)
+    if args.function:
+        print(kernel["name"])
+        print_function(rows, samples, stalls, num)
+        return
     loop = [x for x in rows if x[1] >= 0.9 * args.trips]
     loop_samples = sum(s for _, _, s, _ in loop)
     print(kernel["name"])
