@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "core/fp16.hpp"
@@ -22,6 +23,41 @@ TEST_CASE("int8 codes round to nearest even under exact scales", "[quant]") {
   CHECK(int8_code(-127.0f, 1.0f) == -127);
   // Zero scale (an all-zero block) gives code 0, never NaN or a trap.
   CHECK(int8_code(0.0f, 0.0f) == 0);
+}
+
+// The GPU codes without a division per element (kernels/quant/int8_codes.cuh, Int8Encoder): with
+// inv = rn(1 / scale), t = fma(x, inv, 1.5 * 2^23) - 1.5 * 2^23 is the code unless the distance
+// fma(x, inv, -t) comes within 2^-14 of 1/2 (then a correctly rounded division decides). The
+// argument, checked here on the CPU on every FP16 value of a block of each of 560 scales (random
+// FP16 maxima, the smallest ones and some whose reciprocals round badly): every code it keeps is
+// int8_code's.
+TEST_CASE("int8 codes from the reciprocal equal int8_code wherever no near-tie is flagged", "[quant]") {
+  std::vector<uint16_t> maxima;
+  uint32_t state = 12345u;
+  for (int i = 0; i < 500; ++i) {
+    state = state * 1664525u + 1013904223u;
+    maxima.push_back(static_cast<uint16_t>(1 + (state >> 8) % 0x7bff));
+  }
+  for (uint16_t h = 1; h <= 50; ++h) maxima.push_back(h);  // subnormal maxima: the smallest scales
+  for (const float m : {889.0f, 1778.0f, 444.5f, 127.0f, 65504.0f}) maxima.push_back(float_to_half(m));
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
+  int64_t kept = 0, near_ties = 0;
+  for (const uint16_t m : maxima) {
+    const float scale = int8_scale(half_to_float(m));
+    const float inv = 1.0f / scale;
+    for (uint16_t h = 0; h < 0x7c00 && half_to_float(h) <= half_to_float(m); ++h) {
+      for (const float x : {half_to_float(h), -half_to_float(h)}) {
+        const float t = std::fmaf(x, inv, kRound) - kRound;
+        if (!(std::fabs(std::fmaf(x, inv, -t)) < 0.5f - 0x1p-14f)) {
+          ++near_ties;
+        } else if (++kept; static_cast<int>(t) != int8_code(x, scale)) {
+          FAIL("code of " << x << " at scale " << scale << " from the reciprocal: " << t);
+        }
+      }
+    }
+  }
+  CHECK(kept > 10000000);
+  CHECK(near_ties > 1000);
 }
 
 TEST_CASE("quantize_blockwise: hand-worked blocks", "[quant]") {
