@@ -9,8 +9,8 @@ Usage: scripts/ncu_sass_summary.py SASS_CSV KERNEL_SUBSTRING [--nth N] [--trips 
 executions that marks an instruction as part of the main loop (warps x tiles; for the decode
 kernels at 16k x batch 8, 4 warps x 16384 tiles = 65536): instructions run at least 90% that often
 are counted as the loop, and their counts are divided by it. --function instead accounts for the
-kernel's called function (a __noinline__ one, such as the prefill consumers' Q8 coding: the code
-from the kernel's last EXIT to the first RET that runs), split at its barriers: per part, the
+kernel's called function (a __noinline__ one, such as the prefill consumers' Q8 coding: from the
+target of the call that runs most often to its first RET), split at its barriers: per part, the
 stall samples, the warp instructions per call and the top stall reasons.
 """
 import argparse
@@ -37,17 +37,20 @@ def kernels(path):
     return found
 
 
-def print_function(rows, samples, stalls, num):
+def print_function(rows, samples, stalls, num, addresses):
     """The called function's parts between barriers: samples, warp instructions per call, stalls."""
-    ret = next((i for i, (source, executed, _, _) in enumerate(rows) if "RET" in source and executed > 0), None)
+    # The function starts at the target of the call run most often, and ends at its first RET.
+    calls = [(executed, source.split()[-1]) for source, executed, _, _ in rows
+             if source.split()[0].startswith("CALL") and executed > 0]
+    if not calls:
+        sys.exit("no CALL that runs: the kernel calls no function")
+    target = max(calls)[1].lower()
+    if target not in addresses:
+        sys.exit(f"the call's target {target} is not on the page")
+    first = addresses[target]
+    ret = next((i for i in range(first, len(rows)) if rows[i][0].split()[0].startswith("RET")), None)
     if ret is None:
-        sys.exit("no RET that runs: the kernel calls no function")
-    exits = [i for i in range(ret) if "EXIT" in rows[i][0]]
-    first = exits[-1] + 1 if exits else 0
-    # Past the kernel's last EXIT come its out-of-line waits (try-wait loops on mbarriers and
-    # their branches back) before the function's first instruction.
-    while first < ret and (rows[first][1] == 0 or rows[first][0].split()[0].startswith(("SYNCS", "@", "BRA"))):
-        first += 1
+        sys.exit(f"no RET after the call's target {target}")
     calls = rows[ret][1]
     bars = [i for i in range(first, ret + 1) if rows[i][0].split()[0].startswith("BAR")]
     edges = [first] + [b for bar in bars for b in (bar, bar + 2)] + [ret + 1]
@@ -93,7 +96,8 @@ def main():
     samples = sum(s for _, _, s, _ in rows)
     if args.function:
         print(kernel["name"])
-        print_function(rows, samples, stalls, num)
+        addresses = {r[h["Address"]].lower(): i for i, (_, _, _, r) in enumerate(rows)}
+        print_function(rows, samples, stalls, num, addresses)
         return
     loop = [x for x in rows if x[1] >= 0.9 * args.trips]
     loop_samples = sum(s for _, _, s, _ in loop)
