@@ -80,7 +80,7 @@ class Int8Encoder {
 
   // encode4 by the reciprocal alone: sets `near_tie` where a code may differ from the exact one
   // (then encode4_exact gives the codes). A caller coding many chunks tests once for all of them,
-  // so that its chunks form one branch-free chain. Three arithmetic instructions per code: t =
+  // so that its chunks form one branch-free chain. Two FMAs and a subtraction per code: t =
   // fma(x, inv, 1.5 x 2^23) rounds p = x * inv (exact) to an integer r, ties to even, whose two's
   // complement then sits in the low mantissa bits; fma(x, inv, -r) is p - r within 2^-25. p lies
   // within 2^-17 of x / scale, and fl(x / scale) within 2^-16 of p, so unless |p - r| comes within
