@@ -40,11 +40,11 @@ def kernels(path):
 def print_function(rows, samples, stalls, num, addresses):
     """The called function's parts between barriers: samples, warp instructions per call, stalls."""
     # The function starts at the target of the call run most often, and ends at its first RET.
-    calls = [(executed, source.split()[-1]) for source, executed, _, _ in rows
-             if source.split()[0].startswith("CALL") and executed > 0]
-    if not calls:
+    call_sites = [(executed, source.split()[-1]) for source, executed, _, _ in rows
+                  if source.split()[0].startswith("CALL") and executed > 0]
+    if not call_sites:
         sys.exit("no CALL that runs: the kernel calls no function")
-    target = max(calls)[1].lower()
+    target = max(call_sites)[1].lower()
     if target not in addresses:
         sys.exit(f"the call's target {target} is not on the page")
     first = addresses[target]

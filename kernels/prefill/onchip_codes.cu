@@ -75,7 +75,9 @@ ResidentCodes code_resident_rows(const std::vector<uint16_t>& x, int rows, int d
       x.size() != static_cast<size_t>(rows) * d) {
     throw std::invalid_argument(context + ": rows 128 or 64, d 64 or 128, 0 < valid <= rows, rows x d values");
   }
-  DeviceBuffer dx = to_device(x), dcodes(x.size()), dscales(2 * sizeof(float));
+  // One scale per coding group: at most the consumer warpgroups.
+  constexpr int kMaxGroups = PrefillConfigWs<128>::kConsumerWarpgroups;
+  DeviceBuffer dx = to_device(x), dcodes(x.size()), dscales(kMaxGroups * sizeof(float));
   dcodes.poison();
   dscales.poison();
   const auto* xp = dx.as<const uint16_t>();
