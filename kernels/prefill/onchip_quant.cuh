@@ -15,9 +15,15 @@
 
 namespace tilemix::gpu {
 
-// An FP16 tile of kRows x 2 * kChannelBlocks * 64 bytes stored as kChannelBlocks blocks of
-// 64 channels, each a SwizzledTile of 128-byte rows (wgmma's K-major 128-byte swizzle): the
-// layout of the sm_90 mainloop. Chunk c of a logical row is chunk c % 8 of that row in block c / 8.
+// The FP16 chunk (16 bytes: 8 channels) `chunk` (>= 0) of row `row` of a tile stored as blocks of
+// 64 channels `block_bytes` apart, each of 128-byte rows in wgmma's K-major 128-byte swizzle: chunk
+// c of a logical row is chunk c % 8 of that row in block c / 8.
+__device__ __forceinline__ uint32_t channel_blocked_offset(int row, int chunk, int block_bytes) {
+  return (chunk >> 3) * block_bytes + sw128_offset(row, (chunk & 7) * 16);
+}
+
+// An FP16 tile of kRows x 2 * kChannelBlocks * 64 bytes in that layout, with its blocks
+// SwizzledTiles of 128-byte rows one after another: the layout of the sm_90 mainloop.
 template <int kRows_, int kChannelBlocks>
 struct ChannelBlockedTile {
   using Block = SwizzledTile<kRows_, 128>;
@@ -26,7 +32,7 @@ struct ChannelBlockedTile {
   static constexpr int kRowBytes = Block::kRowBytes;  // between consecutive rows of one block
   static constexpr int kRowPeriod = Block::kRowPeriod;
   __device__ __forceinline__ static uint32_t offset(int row, int chunk) {
-    return (chunk >> 3) * Block::kBytes + Block::offset(row, chunk & 7);
+    return channel_blocked_offset(row, chunk, Block::kBytes);
   }
 };
 
@@ -71,12 +77,6 @@ __device__ __forceinline__ float quantize_resident_tile(const char* src, char* d
   if constexpr (kForAsyncProxy) fence_proxy_async_shared();
   __syncthreads();
   return scale;
-}
-
-// The FP16 chunk (16 bytes: 8 channels) `chunk` of row `row` of a block stored as kDim / 64
-// channel blocks `block_bytes` apart, each of 128-byte rows in the 128-byte swizzle.
-__device__ __forceinline__ uint32_t channel_blocked_offset(int row, int chunk, int block_bytes) {
-  return (chunk / 8) * block_bytes + sw128_offset(row, (chunk % 8) * 16);
 }
 
 // The block's scale from each thread's partial absmax `m`: the kThreads threads (`tid` 0 ..
