@@ -19,7 +19,9 @@ GpuProblem::GpuProblem(const AttentionShape& shape, const AttentionInputs& input
       cu_q_(gpu::to_device(shape.cu_seqlens_q)),
       cu_k_(gpu::to_device(shape.cu_seqlens_k)),
       o_(inputs.q.size() * sizeof(uint16_t)),
-      lse_(static_cast<size_t>(shape.total_q()) * shape.hq * sizeof(float)) {
+      lse_(static_cast<size_t>(shape.total_q()) * shape.hq * sizeof(float)),
+      work_tile_counters_(gpu::kPrefillWorkTileCounters * sizeof(uint64_t), "prefill work tile counters") {
+  work_tile_counters_.fill(0);
   for (int b = 0; b < shape.batch(); ++b) max_seqlen_q_ = std::max(max_seqlen_q_, shape.seqlen_q(b));
   const std::vector<int64_t> q_off = scale_block_offsets(shape.cu_seqlens_q, kBlockQ);
   const std::vector<int64_t> k_off = scale_block_offsets(shape.cu_seqlens_k, kBlockK);
@@ -57,6 +59,7 @@ gpu::PrefillParams GpuProblem::params(const Numerics& numerics) {
   p.causal = shape_.causal;
   p.softmax_scale = shape_.softmax_scale;
   p.mainloop = mainloop_;
+  if (dynamic_work_tiles_) p.work_tile_counters = work_tile_counters_.as<uint64_t>();
   p.q8 = q8_.as<int8_t>();
   p.k8 = k8_.as<int8_t>();
   p.q_scale = q_scale_.as<float>();
@@ -83,6 +86,10 @@ void GpuProblem::allocate_value_codes() {
   const size_t channels = static_cast<size_t>(shape_.hk) * shape_.d;
   v8_ = gpu::DeviceBuffer(channels * static_cast<size_t>(k_blocks_) * kBlockV);
   v_scale_ = gpu::DeviceBuffer(channels * static_cast<size_t>(k_blocks_) * sizeof(float));
+}
+
+std::vector<uint64_t> GpuProblem::work_tile_counters() const {
+  return gpu::to_host<uint64_t>(work_tile_counters_, gpu::kPrefillWorkTileCounters);
 }
 
 KernelOutput GpuProblem::fetch() {
@@ -178,7 +185,7 @@ int64_t GpuProblem::resident_bytes(bool tilemix, const Numerics& numerics, gpu::
   const auto add = [&](std::initializer_list<const gpu::DeviceBuffer*> buffers) {
     for (const gpu::DeviceBuffer* b : buffers) bytes += static_cast<int64_t>(b->count(how));
   };
-  add({&q_, &k_, &v_, &o_, &lse_, &cu_q_, &cu_k_});
+  add({&q_, &k_, &v_, &o_, &lse_, &cu_q_, &cu_k_, &work_tile_counters_});
   if (!tilemix) return bytes;
   add({&words_, &tile_offset_, &group_});
   const gpu::PrefillPasses passes = tilemix_passes(numerics);

@@ -86,6 +86,10 @@ class GpuProblem {
   gpu::PrefillParams params(const Numerics& numerics);
   // The mainloop of the calls that follow (PrefillParams::mainloop; automatic unless set).
   void set_mainloop(PrefillMainloop mainloop) { mainloop_ = mainloop; }
+  // Whether the calls that follow pass the work tile counters (PrefillParams::work_tile_counters;
+  // on unless set), and the counters as the calls left them (zeros).
+  void set_dynamic_work_tiles(bool on) { dynamic_work_tiles_ = on; }
+  std::vector<uint64_t> work_tile_counters() const;
 
  private:
   void poison_outputs();
@@ -112,6 +116,8 @@ class GpuProblem {
   PrefillMainloop mainloop_ = PrefillMainloop::automatic;
   int64_t max_seqlen_q_ = 0;
   gpu::DeviceBuffer q_, k_, v_, cu_q_, cu_k_, o_, lse_;
+  gpu::DeviceBuffer work_tile_counters_;  // zeroed once; the calls leave it zero, so never poisoned
+  bool dynamic_work_tiles_ = true;
   gpu::DeviceBuffer q8_, k8_, q_scale_, k_scale_, q_block_offset_, k_block_offset_;
   gpu::DeviceBuffer kbar_, qkbar_, kbar_partial_, k_smoothed_;
   gpu::DeviceBuffer v8_, v_scale_;  // pv fp8 / routed, allocated when first used

@@ -65,9 +65,9 @@ struct ConsumerWs {
   // Arrivals that release a K or V stage: one per consumer warp, or with FP8 P V one per consumer
   // thread, since each thread reads the stage's K and V scales that the producer's copies write
   // (compute-sanitizer's racecheck reported a warp's single arrive after __syncwarp as a race).
-  // Q is released per warp.
+  // Q is released per thread: each reads the work tile slot that the producer writes.
   static constexpr unsigned kStageReleases = kFp8Pv ? Cfg::kThreads : Cfg::kWarps;
-  static constexpr unsigned kQReleases = Cfg::kWarps;
+  static constexpr unsigned kQReleases = Cfg::kThreads;
   template <class Pipeline>
   __device__ __forceinline__ static void release_stage(const Pipeline& ring, int lane) {
     if constexpr (kFp8Pv) {
@@ -78,7 +78,7 @@ struct ConsumerWs {
   }
 
   // A consumer warpgroup (index `wg` 0 or 1 of the consumers; `tid` 0..255 over both): every work
-  // tile of this CTA, its rows 64 wg .. 64 wg + 63 of each.
+  // tile of this CTA as the producer hands them out, its rows 64 wg .. 64 wg + 63 of each.
   template <class Epilogue>
   __device__ __forceinline__ static void run(const KernelParamsWs& w, char* smem, int tid) {
     const KernelParams& p = w.p;
@@ -94,11 +94,13 @@ struct ConsumerWs {
     // divergent ones (it spilled 400 bytes and serialized the FP8 P V instances' wgmmas, C7520).
     Turns turns{warp_index_uniform() / 4 - 1};
     turns.begin();
-    for (const int64_t t : w.tiles.of_this_cta()) {
-      BlockInfo blk;
-      TileRouting routing;
-      if (!w.tiles.template work_tile<Cfg::kBlockM, Cfg::kRouteTileN, kRouted>(p, t, blk, routing)) continue;
+    // The producer's tiles (the slot comes with Q), until it marks the end.
+    for (;;) {
       q_ring.wait();
+      const WorkTileSlot* slot = Storage::work_tile(smem);
+      if (slot->end) break;
+      const BlockInfo blk = slot->blk;
+      const TileRouting routing = slot->routing;
       // Q8 from the landed Q, each warpgroup its rows, where some key tile is INT8-routed: the work
       // tile's 128 rows are one Q scale block, so the codes and scale are quantize_queries'.
       const float q_scale = kRouted && routing.any_int8 ? code_queries(smem, blk.rows, warp / 4, tid) : 0.0f;
@@ -184,7 +186,7 @@ struct ConsumerWs {
             }
           }
           // The tile's last score product has read Q: the producer may bring the next tile's.
-          if (n == last) q_ring.release_by_warp(lane);
+          if (n == last) q_ring.release();
           if (TileMask<Cfg>::needed(blk, n, p.causal)) TileMask<Cfg>::apply(s, blk, n, p.causal, warp, lane);
         };
         // P of a step as the A fragments of P V: the k16 step kk covers keys 16 kk .. 16 kk + 15,
@@ -356,7 +358,7 @@ struct ConsumerWs {
           wgmma_wait_all();
           finish_pv(v_ring);
           v_ring.advance();
-        } else if (lane == 0) {
+        } else {
           q_ring.release();
         }
         q_ring.advance();

@@ -1,6 +1,7 @@
 // The one dispatch point of the prefill kernels: checks a call, maps its runtime values (d,
 // numerics, mode) onto a compiled instance, and launches it.
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -73,6 +74,8 @@ bool validate(const PrefillParams& p, const std::string& context, bool routed) {
   if (p.batch == 0 || p.max_seqlen_q == 0 || p.total_q == 0) return false;
   require(p.q && p.k && p.v && p.o && p.cu_seqlens_q && p.cu_seqlens_k, context,
           "q, k, v, o, cu_seqlens_q and cu_seqlens_k must be device pointers");
+  require(reinterpret_cast<uintptr_t>(p.work_tile_counters) % alignof(uint64_t) == 0, context,
+          "work_tile_counters must be 8-byte aligned");
   if (routed) {
     require(p.words && p.tile_offset && p.group && p.total_query_tiles > 0, context,
             "words, tile_offset, group and total_query_tiles are required");
@@ -105,6 +108,8 @@ KernelParams kernel_params(const PrefillParams& p) {
   k.v8 = p.v8;
   k.v_scale = p.v_scale;
   k.v8_columns = p.k_blocks * kBlockV;
+  static_assert(sizeof(unsigned long long) == sizeof(uint64_t), "the counters are the device's 64-bit atomics");
+  k.work_tile_counters = reinterpret_cast<unsigned long long*>(p.work_tile_counters);
   k.total_q = p.total_q;
   k.q8_row_bytes = static_cast<int64_t>(p.hq) * p.d;
   k.k8_row_bytes = static_cast<int64_t>(p.hk) * p.d;

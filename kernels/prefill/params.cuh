@@ -42,6 +42,8 @@ struct KernelParams {
   const uint8_t* v8;
   const float* v_scale;
   int64_t v8_columns;
+  // The warp-specialized kernel's work tile counters (PrefillParams::work_tile_counters), or null.
+  unsigned long long* work_tile_counters;
 };
 
 // What one CTA works on: query tile m of head h of sequence b. Kept small: it lives in registers

@@ -1,6 +1,6 @@
 #pragma once
 // The warp-specialized prefill kernel (sm_90a, prefill v3): one persistent CTA per SM, which
-// walks its work tiles (tile_scheduler.cuh) in three roles over one shared storage
+// walks the work tiles its producer takes (tile_scheduler.cuh) in three roles over one shared storage
 // (shared_storage_ws.cuh): warpgroup 0 is the producer, whose first thread issues the TMA copies
 // (producer_ws.cuh) and, on_the_fly, whose other three warps code K8 (quantizer_ws.cuh);
 // warpgroups 1 and 2 are the consumers (consumer_ws.cuh), which code Q8 (tilemix) and store O
@@ -37,9 +37,11 @@ __global__ void __launch_bounds__(Cfg::kCtaThreads, 1) prefill_kernel_ws(const _
   char* smem = Storage::align(smem_raw);
   if (threadIdx.x == 0) {
     // `full` counts the producer's one arrive.expect_tx per fill, or for K on_the_fly one commit
-    // per quantizer warp (the producer's then completes `loaded`); `empty` the consumers' releases.
+    // per quantizer warp (the producer's then completes `loaded`); `empty` the consumers' releases,
+    // and for Q on_the_fly the quantizer threads' too (they read the work tile slot).
     const unsigned k_full_arrivals = Kernel::kOnTheFly ? Cfg::kQuantizerWarps : 1;
-    Storage::init_barriers(smem, k_full_arrivals, Consumer::kStageReleases, Consumer::kQReleases);
+    const unsigned q_releases = Consumer::kQReleases + (Kernel::kOnTheFly ? 32 * Cfg::kQuantizerWarps : 0);
+    Storage::init_barriers(smem, k_full_arrivals, Consumer::kStageReleases, q_releases);
   }
   __syncthreads();
   const int warpgroup = warp_index_uniform() / 4;
@@ -81,7 +83,7 @@ void launch_instance(const KernelParams& params, const PrefillTensors& tensors, 
                                 context);
   }
   if constexpr (kPv != PvPaths::fp16) w.v8 = make_value_codes_tensor_map(params.v8, params.v8_columns, params.hk, D, context);
-  w.tiles = PersistentTiles{static_cast<int>(shape.query_tiles), shape.heads, shape.batch};
+  w.tiles = PersistentTiles{static_cast<int>(shape.query_tiles), shape.heads, shape.batch, params.work_tile_counters};
 
   constexpr int kSmemBytes = Storage::kAllocBytes;
   const auto kernel = prefill_kernel_ws<Cfg, kPaths, kUniformSteps, kHalfAccum, kPv>;

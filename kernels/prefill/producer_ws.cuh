@@ -14,8 +14,9 @@
 
 namespace tilemix::gpu {
 
-// The producer of one instance (Kernel: its KernelTraitsWs): run() walks the CTA's work tiles,
-// copy_k and copy_v issue a step's copies.
+// The producer of one instance (Kernel: its KernelTraitsWs): run() takes the CTA's work tiles
+// (PersistentTiles) and hands each to the other roles, copy_tile, copy_k and copy_v issue the
+// copies.
 template <class Kernel>
 struct ProducerWs {
   static constexpr int D = Kernel::D;
@@ -24,8 +25,6 @@ struct ProducerWs {
   using Storage = typename Kernel::Storage;
 
   __device__ __forceinline__ static void run(const KernelParamsWs& w, char* smem) {
-    const KernelParams& p = w.p;
-    const uint32_t base = smem_address(smem);
     tma_prefetch_descriptor(&w.q);
     tma_prefetch_descriptor(&w.k);
     tma_prefetch_descriptor(&w.v);
@@ -34,32 +33,61 @@ struct ProducerWs {
     auto k_ring = Storage::k_pipeline(smem);
     auto v_ring = Storage::v_pipeline(smem);
     auto q_ring = Storage::q_pipeline(smem);
-    for (const int64_t t : w.tiles.of_this_cta()) {
+    // The CTA's next tile, in shared memory: held in a register across a tile's copies, the
+    // counter's value made ptxas spill up to 92 bytes of the producer's 24 registers.
+    volatile int64_t* next = Storage::next_tile(smem);
+    for (int64_t t = w.tiles.first(); t < w.tiles.count(); t = *next) {
+      // The static order's next tile; with counters copy_tile takes one, or here a tile of no step.
+      if (!w.tiles.dynamic()) *next = t + gridDim.x;
       BlockInfo blk;
       TileRouting routing;
-      if (!w.tiles.template work_tile<Cfg::kBlockM, Cfg::kRouteTileN, Kernel::kRouted>(p, t, blk, routing)) continue;
-      const int q_token0 = static_cast<int>(blk.q_token0<Cfg::kBlockM>(p));
-      const int k_token0 = static_cast<int>(blk.k_token0(p));
+      const bool has_rows = w.tiles.template work_tile<Cfg::kBlockM, Cfg::kRouteTileN, Kernel::kRouted>(w.p, t, blk, routing);
+      if (has_rows) copy_tile(w, smem, blk, routing, next, k_ring, v_ring, q_ring);
+      if (w.tiles.dynamic() && (!has_rows || Kernel::steps(blk) == 0)) *next = w.tiles.take();
+    }
+    // The end of the CTA's tiles, through the slot once its readers are done with the last tile.
+    q_ring.acquire();
+    Storage::work_tile(smem)->end = 1;
+    q_ring.commit(0);
+    w.tiles.finish();
+  }
 
-      // Q once the consumers are done with the previous tile's Q and Q8.
-      q_ring.acquire();
-      q_ring.commit(Storage::kChannelBlocks * Storage::kQBlockBytes);
+  // One work tile: the tile into the slot and Q, once the consumers are done with the previous
+  // tile's Q and Q8 (and every reader with the slot), then each step's K and V. With counters, the
+  // CTA's next tile is taken into `next` before the last step's copies: late enough that the CTAs
+  // which free up first take the remaining tiles; the producer waits for the counter there, a K
+  // stage ahead of the consumers.
+  __device__ __forceinline__ static void copy_tile(const KernelParamsWs& w, char* smem, const BlockInfo& blk,
+                                                   const TileRouting& routing, volatile int64_t* next,
+                                                   typename Storage::KPipeline& k_ring,
+                                                   typename Storage::VPipeline& v_ring,
+                                                   typename Storage::QPipeline& q_ring) {
+    const KernelParams& p = w.p;
+    const uint32_t base = smem_address(smem);
+    const int q_token0 = static_cast<int>(blk.q_token0<Cfg::kBlockM>(p));
+    const int k_token0 = static_cast<int>(blk.k_token0(p));
+
+    q_ring.acquire();
+    // Stored before the commit, whose release publishes it with the copy.
+    *Storage::work_tile(smem) = WorkTileSlot{blk, routing, 0};
+    q_ring.commit(Storage::kChannelBlocks * Storage::kQBlockBytes);
 #pragma unroll
-      for (int c = 0; c < Storage::kChannelBlocks; ++c) {
-        tma_load_3d(base + Storage::kQ + c * Storage::kQBlockBytes, &w.q, q_ring.landing(), 64 * c, blk.h, q_token0);
-      }
-      q_ring.advance();
+    for (int c = 0; c < Storage::kChannelBlocks; ++c) {
+      tma_load_3d(base + Storage::kQ + c * Storage::kQBlockBytes, &w.q, q_ring.landing(), 64 * c, blk.h, q_token0);
+    }
+    q_ring.advance();
 
-      TileRoutes routes(routing.word, routing.group, 0);
-      for (int n = 0; n < Kernel::steps(blk); ++n) {
-        StepRoutes step;
-        step.template next<Kernel::kRouted>(routes, blk, n);
-        const int key = k_token0 + n * Cfg::kBlockN;
-        copy_k(w, smem, blk, step, n, key, k_ring);
-        k_ring.advance();
-        copy_v(w, smem, blk, step, n, key, v_ring);
-        v_ring.advance();
-      }
+    const int steps = Kernel::steps(blk);
+    TileRoutes routes(routing.word, routing.group, 0);
+    for (int n = 0; n < steps; ++n) {
+      if (n == steps - 1 && w.tiles.dynamic()) *next = w.tiles.take();
+      StepRoutes step;
+      step.template next<Kernel::kRouted>(routes, blk, n);
+      const int key = k_token0 + n * Cfg::kBlockN;
+      copy_k(w, smem, blk, step, n, key, k_ring);
+      k_ring.advance();
+      copy_v(w, smem, blk, step, n, key, v_ring);
+      v_ring.advance();
     }
   }
 

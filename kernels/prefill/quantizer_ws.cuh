@@ -14,8 +14,8 @@
 
 namespace tilemix::gpu {
 
-// The quantizer warps (`qtid` 0 .. kThreads - 1): for every work tile of the CTA, in the
-// producer's order, per step each INT8-routed half's K8 and K scale once the K stage landed; every
+// The quantizer warps (`qtid` 0 .. kThreads - 1): for every work tile the producer hands the
+// CTA, per step each INT8-routed half's K8 and K scale once the K stage landed; every
 // quantizer warp then commits (an arrive on `full`), which hands the codes and scales to the
 // consumers.
 template <class Kernel>
@@ -29,14 +29,19 @@ struct QuantizerWs {
   static constexpr unsigned kBarrier = static_cast<unsigned>(NamedBarrierWs::quantizers);
 
   __device__ __forceinline__ static void run(const KernelParamsWs& w, char* smem, int qtid) {
-    const KernelParams& p = w.p;
     const int lane = qtid & 31;
     float* scratch = Storage::scratch(smem);
     auto k_ring = Storage::k_pipeline(smem);
-    for (const int64_t t : w.tiles.of_this_cta()) {
-      BlockInfo blk;
-      TileRouting routing;
-      if (!w.tiles.template work_tile<Cfg::kBlockM, Cfg::kRouteTileN, true>(p, t, blk, routing)) continue;
+    auto q_ring = Storage::q_pipeline(smem);
+    // The producer's tiles, read from the slot once Q's pass completed; each quantizer thread then
+    // releases Q's pass (its slot) at once: it reads no Q.
+    for (;; q_ring.advance()) {
+      q_ring.wait();
+      const WorkTileSlot* slot = Storage::work_tile(smem);
+      if (slot->end) break;
+      const BlockInfo blk = slot->blk;
+      const TileRouting routing = slot->routing;
+      q_ring.release();
       TileRoutes routes(routing.word, routing.group, 0);
       for (int n = 0; n < Kernel::steps(blk); ++n) {
         StepRoutes step;

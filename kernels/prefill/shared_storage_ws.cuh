@@ -14,6 +14,8 @@
 //   V scales    floats [kVStages][d], 16-byte aligned (bulk copies)          FP8 P V
 //   scratch     one float per quantizer warp                                 all
 //   Q scratch   one float per consumer warp (the consumers code Q8)          all
+//   work tile   the tile that Q's pass brings (WorkTileSlot), 16-byte aligned all
+//   next tile   the producer's next work tile (int64)                        all
 //
 // Every block of Q, Q8, K, V and K8 is a multiple of 1024 bytes, so each starts 1024-byte
 // aligned. An INT8-routed half h of a K stage holds its 64 K8 rows (d bytes each) from byte
@@ -24,7 +26,8 @@
 // An FP8 P V half holds its V8 box (d rows of 64 keys, 64-byte swizzle) from byte h * kHalfBytes
 // of its V stage instead of V's rows, and the step's d V scales (one scale block of 128 keys) are
 // in its V scales.
-// Each K and V stage has a full and an empty barrier, and Q has its pair (StagePipeline). The
+// Each K and V stage has a full and an empty barrier, and Q has its pair (StagePipeline), which
+// also orders the work tile slot. The
 // `loaded` barriers (the copy landed, the quantizers may read it) and the scratch serve
 // on_the_fly alone, the K scales and the Q scratch tilemix alone, but every instance lays them
 // out.
@@ -33,6 +36,7 @@
 #include "kernels/common/mma.cuh"
 #include "kernels/common/pipeline.cuh"
 #include "kernels/prefill/launch.hpp"
+#include "kernels/prefill/tile_scheduler.cuh"
 
 namespace tilemix::gpu {
 
@@ -67,7 +71,9 @@ struct SharedStorageWs {
   static constexpr int kVScales = (kKScalesEnd + 15) / 16 * 16;
   static constexpr int kScratch = kFp8Pv ? kVScales + Cfg::kVStages * kVScaleBytes : kKScalesEnd;
   static constexpr int kQScratch = kScratch + 4 * Cfg::kQuantizerWarps;
-  static constexpr int kBytes = kQScratch + 4 * Cfg::kWarps;
+  static constexpr int kWorkTile = (kQScratch + 4 * Cfg::kWarps + 15) / 16 * 16;
+  static constexpr int kNextTile = (kWorkTile + static_cast<int>(sizeof(WorkTileSlot)) + 7) / 8 * 8;
+  static constexpr int kBytes = kNextTile + 8;
   static constexpr int kAllocBytes = kBytes + 1024;  // the base is aligned at run time
   static_assert(Cfg::kHeadDim == 64 || Cfg::kHeadDim == 128, "Q8 and K8 rows are one 64- or 128-byte swizzled row");
   static_assert(kQBlockBytes % 1024 == 0 && kQ8Bytes % 1024 == 0 && kBlockBytes % 1024 == 0 &&
@@ -94,6 +100,12 @@ struct SharedStorageWs {
   }
   __device__ __forceinline__ static float* scratch(char* smem) { return reinterpret_cast<float*>(smem + kScratch); }
   __device__ __forceinline__ static float* q_scratch(char* smem) { return reinterpret_cast<float*>(smem + kQScratch); }
+  __device__ __forceinline__ static WorkTileSlot* work_tile(char* smem) {
+    return reinterpret_cast<WorkTileSlot*>(smem + kWorkTile);
+  }
+  __device__ __forceinline__ static volatile int64_t* next_tile(char* smem) {
+    return reinterpret_cast<volatile int64_t*>(smem + kNextTile);
+  }
 
   // The rings over the barriers, each at its first pass. on_the_fly's copies of K complete
   // `loaded`, and the quantizers `full`.
@@ -118,7 +130,7 @@ struct SharedStorageWs {
 
   // Every barrier, by one thread before the roles start: K's `full` completes with k_full_arrivals
   // arrivals, V's and Q's with the producer's one; K's and V's `empty` with stage_releases, Q's
-  // with q_releases; `loaded` with the producer's one.
+  // with q_releases (the readers of Q and of the work tile slot); `loaded` with the producer's one.
   __device__ __forceinline__ static void init_barriers(char* smem, unsigned k_full_arrivals, unsigned stage_releases,
                                                        unsigned q_releases) {
     for (int s = 0; s < Cfg::kKStages; ++s) {

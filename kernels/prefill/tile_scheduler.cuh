@@ -3,15 +3,18 @@
 // sequence); TileRouting reads its route word once, for every mainloop. The grid kernels
 // (prefill_kernel.cuh) run one work tile per CTA, from the block index (BlockInfo::init).
 //
-// The persistent kernel (prefill_kernel_ws.cuh): a CTA takes work tiles t = blockIdx.x,
-// + gridDim.x, ... (PersistentTiles::for_each). The (head, sequence) pairs are cut into sections
-// of kSectionPairs consecutive heads; a section's tiles run one after another, highest query tile
-// first across the section's pairs. So the CTAs running at one time stream the K/V of a few KV
-// heads, which L2 holds (with query tiles slowest across all pairs, 132 CTAs streamed 44 KV heads
-// at 16k tokens), and under a causal mask the longest query tiles start first and every CTA's
-// tiles sweep from long to short (with query tiles fastest, a CTA's tiles repeated four query
-// tile positions and the causal rows at 2k ran 10-12% longer). The producer, on_the_fly's
-// quantizer warps and the consumers each walk the same sequence.
+// The persistent kernel (prefill_kernel_ws.cuh): its producer takes the CTA's work tiles, tile
+// blockIdx.x first, then with the launch's counters the next tile no CTA has taken yet, claimed
+// as it starts a tile's last step (PersistentTiles::take), so a CTA that drew short causal tiles
+// takes more; without them tile t + gridDim.x. It hands each tile to the consumers and quantizers through shared memory
+// (WorkTileSlot). The (head, sequence) pairs are cut into sections of kSectionPairs consecutive
+// heads; a section's tiles run one after another, highest query tile first across the section's
+// pairs. So the CTAs running at one time stream the K/V of a few KV heads, which L2 holds (with
+// query tiles slowest across all pairs, 132 CTAs streamed 44 KV heads at 16k tokens), and under a
+// causal mask the longest query tiles start first (with query tiles fastest, a CTA's tiles
+// repeated four query tile positions and the causal rows at 2k ran 10-12% longer). With the static
+// stride alone one CTA drew up to 1.2x the mean work under a causal mask at 1k-2k (132 CTAs,
+// 8 x 24 heads; the count and the measurement: docs/perf/prefill.md).
 #include <cstdint>
 
 #include "kernels/common/tile_routes.cuh"
@@ -35,10 +38,14 @@ struct TileRouting {
   }
 };
 
+// The persistent kernel's work tiles: where they lie (block) and which one a CTA takes next.
 struct PersistentTiles {
   static constexpr int kSectionPairs = 8;
   int query_tiles;  // ceil(max_seqlen_q / BLOCK_M)
   int heads, batch;
+  // The launch's two counters (PrefillParams::work_tile_counters): tiles taken past the first
+  // gridDim.x, and CTAs done. Null: the static stride.
+  unsigned long long* counters;
 
   __device__ __forceinline__ int64_t count() const { return static_cast<int64_t>(query_tiles) * heads * batch; }
 
@@ -78,27 +85,35 @@ struct PersistentTiles {
     return true;
   }
 
-  // This CTA's work tiles t = blockIdx.x, + gridDim.x, ... < count(), for a range-for:
-  //   for (const int64_t t : tiles.of_this_cta()) {
-  //     BlockInfo blk;
-  //     TileRouting routing;
-  //     if (!tiles.work_tile<kBlockM, kBlockN, kRouted>(p, t, blk, routing)) continue;
-  //     ...
-  //   }
-  struct End {};
-  struct Position {
-    const PersistentTiles& tiles;
-    int64_t t;
-    __device__ __forceinline__ bool operator!=(End) const { return t < tiles.count(); }
-    __device__ __forceinline__ void operator++() { t += gridDim.x; }
-    __device__ __forceinline__ int64_t operator*() const { return t; }
-  };
-  struct ThisCta {
-    const PersistentTiles& tiles;
-    __device__ __forceinline__ Position begin() const { return {tiles, blockIdx.x}; }
-    __device__ __forceinline__ End end() const { return {}; }
-  };
-  __device__ __forceinline__ ThisCta of_this_cta() const { return {*this}; }
+  // The producer's walk (one thread per CTA): first(), then per tile the next one, the static
+  // order's (t + gridDim.x) or with counters one that take() claims, until a tile >= count(); then
+  // finish(). Every CTA's last take() is past the end, so a launch takes count() values of the
+  // first counter in all.
+  __device__ __forceinline__ int64_t first() const { return blockIdx.x; }
+  __device__ __forceinline__ bool dynamic() const { return counters != nullptr; }
+  __device__ __forceinline__ int64_t take() const {
+    return static_cast<int64_t>(gridDim.x) + static_cast<int64_t>(atomicAdd(counters, 1ull));
+  }
+  // After the CTA's last take(): the CTA that finishes last puts both counters back to zero for
+  // the next launch (every other CTA took its last tile before it counted itself done).
+  __device__ __forceinline__ void finish() const {
+    if (counters == nullptr) return;
+    __threadfence();
+    if (atomicAdd(counters + 1, 1ull) == static_cast<unsigned long long>(gridDim.x) - 1ull) {
+      __threadfence();
+      atomicExch(counters, 0ull);
+      atomicExch(counters + 1, 0ull);
+    }
+  }
+};
+
+// A work tile as the producer hands it to the consumers and the quantizers, in shared memory:
+// written before Q's commit, read after Q's wait, overwritten once every reader released Q. `end`
+// marks the end of the CTA's tiles (no Q copy comes with it).
+struct WorkTileSlot {
+  BlockInfo blk;
+  TileRouting routing;
+  int end;
 };
 
 }  // namespace tilemix::gpu

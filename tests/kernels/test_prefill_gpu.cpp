@@ -3,8 +3,10 @@
 // ways, GQA, d 64 and 128, every layout, both modes, both state and accumulation precisions, the
 // warp-specialized mainloop beside the older ones (against the emulator of its two-tile softmax
 // steps, at both head dimensions and accumulations), and key smoothing.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -242,6 +244,52 @@ TEST_CASE("the warp-specialized mainloop matches the emulator of its two-tile st
   }
 }
 
+TEST_CASE("the warp-specialized kernel's CTAs take work tiles as they free up: the static order's outputs, the "
+          "counters left zero",
+          "[gpu][prefill]") {
+  // Causal varlen with an empty sequence and more work tiles than SMs (several per CTA, of
+  // unequal lengths), d 128 and 64; each call twice with the counters (the second finds them as
+  // the first left them), then in the static order.
+  const std::vector<Problem> problems = {
+      {"causal varlen d128 GQA4, 448 work tiles", 16, 4, 128, true, {1000, 0, 300, 2100}, {1000, 0, 300, 2100},
+       InputKind::llm_like},
+      {"causal Lq > Lk varlen d64 GQA2, query tiles with no key", 8, 4, 64, true, {1500, 700}, {300, 700},
+       InputKind::gaussian},
+  };
+  for (const Problem& pr : problems) {
+    const AttentionShape s = make_shape(pr.hq, pr.hk, pr.d, pr.causal, pr.lq, pr.lk);
+    const AttentionInputs in = seeded_inputs(s, 43, pr.input);
+    GpuProblem gpu(s, in);
+    gpu.set_mainloop(PrefillMainloop::warp_specialized);
+    const RoutingPlan sptrans = layout_plan(s, gpu::tilemix_geometry(pr.d), LayoutKind::sptrans, 0.5, 11);
+    Numerics on_the_fly = numerics();
+    on_the_fly.mode = QuantMode::on_the_fly;
+    Numerics pv_fp8 = numerics();
+    pv_fp8.pv = PvPrecision::fp8;
+    const std::vector<std::pair<std::string, std::function<KernelOutput()>>> calls = {
+        {"flash_fp16", [&] { return gpu.flash(numerics()); }},
+        {"sptrans 50% quantize_once", [&] { return gpu.tilemix(sptrans, numerics()); }},
+        {"sptrans 50% on_the_fly", [&] { return gpu.tilemix(sptrans, on_the_fly); }},
+        {"sptrans 50% pv fp8", [&] { return gpu.tilemix(sptrans, pv_fp8); }},
+    };
+    for (const auto& [name, call] : calls) {
+      INFO(pr.name << ": " << name);
+      gpu.set_dynamic_work_tiles(true);
+      const KernelOutput first = call();
+      CHECK(gpu.work_tile_counters() == std::vector<uint64_t>{0, 0});
+      const KernelOutput again = call();
+      CHECK(gpu.work_tile_counters() == std::vector<uint64_t>{0, 0});
+      gpu.set_dynamic_work_tiles(false);
+      const KernelOutput static_order = call();
+      CHECK(identical(first, static_order));
+      CHECK(identical(again, static_order));
+      // Every row written: the poison (0xFFFF, a NaN) is gone.
+      CHECK(std::none_of(static_order.o.begin(), static_order.o.end(),
+                         [](uint16_t h) { return (h & 0x7c00u) == 0x7c00u; }));
+    }
+  }
+}
+
 TEST_CASE("on the warp-specialized mainloop a flipped routing bit fails the tight comparison",
           "[gpu][prefill][mutation]") {
   // One query tile and every other group flipped: with groups of one tile every step then has
@@ -415,6 +463,9 @@ TEST_CASE("unsupported values are rejected by name before any launch", "[gpu][pr
   p = gpu.params(numerics());
   p.softmax_scale = 0.0f;
   CHECK_THROWS_WITH(gpu::flash_fp16_prefill(p, nullptr), Catch::Contains("softmax_scale"));
+  p = gpu.params(numerics());
+  p.work_tile_counters = reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(p.work_tile_counters) + 4);
+  CHECK_THROWS_WITH(gpu::flash_fp16_prefill(p, nullptr), Catch::Contains("work_tile_counters"));
   p = gpu.params(numerics());
   CHECK_THROWS_WITH(gpu::tilemix_prefill(p, nullptr), Catch::Contains("words"));  // no routing given
   // smooth_k without the smoothed keys' buffer.

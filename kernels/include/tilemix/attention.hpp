@@ -60,11 +60,20 @@ struct PrefillParams {
   // [k_blocks][hk][d] (V blocks are the 64-key K scale blocks, k_block_offset). Unused otherwise.
   uint8_t* v8 = nullptr;
   float* v_scale = nullptr;
+  // The warp_specialized mainloop's work tile counters (optional): kPrefillWorkTileCounters
+  // uint64_t, zero before the first call; every call leaves them zero. With them its persistent
+  // CTAs take work tiles as they free up; without, CTA i takes tiles i, i + grid, ..., which
+  // under a causal mask left one CTA up to 1.2x the mean work at 1k-2k tokens. Calls that run at
+  // the same time need counters of their own.
+  uint64_t* work_tile_counters = nullptr;
   Numerics numerics;
   // The mainloop (tilemix_mainloop / flash_mainloop resolve automatic; warp_specialized needs
   // fewer than 2^31 tokens per tensor, asking for it otherwise is an error).
   PrefillMainloop mainloop = PrefillMainloop::automatic;
 };
+
+// PrefillParams::work_tile_counters: tiles taken, CTAs done.
+inline constexpr int kPrefillWorkTileCounters = 2;
 
 // Compute-tile geometry of the routed kernel for head dimension d: the routing plan and the
 // emulator must be built with it.
