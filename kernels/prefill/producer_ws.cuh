@@ -41,7 +41,8 @@ struct ProducerWs {
       if (!w.tiles.dynamic()) *next = t + gridDim.x;
       BlockInfo blk;
       TileRouting routing;
-      const bool has_rows = w.tiles.template work_tile<Cfg::kBlockM, Cfg::kRouteTileN, Kernel::kRouted>(w.p, t, blk, routing);
+      const bool has_rows =
+          w.tiles.template work_tile<Cfg::kBlockM, Cfg::kRouteTileN, Kernel::kRouted>(w.p, t, blk, routing);
       if (has_rows) copy_tile(w, smem, blk, routing, next, k_ring, v_ring, q_ring);
       if (w.tiles.dynamic() && (!has_rows || Kernel::steps(blk) == 0)) *next = w.tiles.take();
     }
