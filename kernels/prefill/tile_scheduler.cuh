@@ -14,7 +14,7 @@
 // under a causal mask the longest query tiles start first (with query tiles fastest, a CTA's tiles
 // repeated four query tile positions and the causal rows at 2k ran 10-12% longer). With the static
 // stride alone one CTA drew up to 1.2x the mean work under a causal mask at 1k-2k (132 CTAs, 8 x 24
-// heads; the count and the measurement: docs/perf/prefill.md).
+// heads: scripts/work_tile_balance.py; the measurement: docs/perf/prefill.md).
 #include <cstdint>
 
 #include "kernels/common/tile_routes.cuh"
