@@ -1,6 +1,8 @@
 #include "apps/common/gpu_problem.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "core/quant.hpp"
 #include "core/quant_fp8.hpp"
@@ -90,6 +92,14 @@ void GpuProblem::allocate_value_codes() {
 
 std::vector<uint64_t> GpuProblem::work_tile_counters() const {
   return gpu::to_host<uint64_t>(work_tile_counters_, gpu::kPrefillWorkTileCounters);
+}
+
+void GpuProblem::set_work_tile_counters(const std::vector<uint64_t>& values) {
+  if (values.size() != static_cast<size_t>(gpu::kPrefillWorkTileCounters)) {
+    throw std::invalid_argument("work tile counters: " + std::to_string(gpu::kPrefillWorkTileCounters) +
+                                " values expected, got " + std::to_string(values.size()));
+  }
+  work_tile_counters_ = gpu::to_device(values);
 }
 
 KernelOutput GpuProblem::fetch() {

@@ -87,9 +87,11 @@ class GpuProblem {
   // The mainloop of the calls that follow (PrefillParams::mainloop; automatic unless set).
   void set_mainloop(PrefillMainloop mainloop) { mainloop_ = mainloop; }
   // Whether the calls that follow pass the work tile counters (PrefillParams::work_tile_counters;
-  // on unless set), and the counters as the calls left them (zeros).
+  // on unless set), the counters as the calls left them (zeros), and counters set to other
+  // values (for a test: a call must then skip work tiles).
   void set_dynamic_work_tiles(bool on) { dynamic_work_tiles_ = on; }
   std::vector<uint64_t> work_tile_counters() const;
+  void set_work_tile_counters(const std::vector<uint64_t>& values);
 
  private:
   void poison_outputs();

@@ -38,7 +38,8 @@ struct KernelParams {
   bool causal;
   bool fp16_state;   // m, l, O rounded to fp16 after every key tile
   // FP8 P V operands (pv fp8 / routed, quantize_values_fp8): V8 [hk][d][v8_columns] in the FP8
-  // MMA's key order, scales [k blocks][hk][d]. Last, so that the other fields keep their offsets.
+  // MMA's key order, scales [k blocks][hk][d]. After the fields above, so that those keep their
+  // offsets.
   const uint8_t* v8;
   const float* v_scale;
   int64_t v8_columns;

@@ -1,7 +1,8 @@
 #pragma once
 // The producer of the warp-specialized prefill kernel: one thread of the producer warpgroup issues
 // every TMA copy of the CTA's work tiles, in the order the consumers read them. Per work tile, Q
-// into its buffer once the consumers released it (they code Q8 from it); per step, into the next
+// into its buffer once every reader released it (the consumers code Q8 from it; they and
+// on_the_fly's quantizers read the work tile slot that comes with it); per step, into the next
 // free K stage, per half K8 for an INT8-routed tile (quantize_once: half the bytes of K, its K
 // scale beside it) or K; then into the next free V stage both halves of V, or with FP8 P V per
 // half V8 or V and the step's V scales. The route bit decides the copy. on_the_fly copies K alone,
@@ -37,7 +38,8 @@ struct ProducerWs {
     // counter's value made ptxas spill up to 92 bytes of the producer's 24 registers.
     volatile int64_t* next = Storage::next_tile(smem);
     for (int64_t t = w.tiles.first(); t < w.tiles.count(); t = *next) {
-      // The static order's next tile; with counters copy_tile takes one, or here a tile of no step.
+      // The static order's next tile; with counters copy_tile takes one, or for a tile with no row
+      // or no step the take below.
       if (!w.tiles.dynamic()) *next = t + gridDim.x;
       BlockInfo blk;
       TileRouting routing;
@@ -56,8 +58,9 @@ struct ProducerWs {
   // One work tile: the tile into the slot and Q, once the consumers are done with the previous
   // tile's Q and Q8 (and every reader with the slot), then each step's K and V. With counters, the
   // CTA's next tile is taken into `next` before the last step's copies: late enough that the CTAs
-  // which free up first take the remaining tiles; the producer waits for the counter there, a K
-  // stage ahead of the consumers.
+  // which free up first take the remaining tiles. The producer waits for the counter there, before
+  // it issues that step's K and V (up to two steps ahead of the consumers; for a tile of one step,
+  // right after its Q).
   __device__ __forceinline__ static void copy_tile(const KernelParamsWs& w, char* smem, const BlockInfo& blk,
                                                    const TileRouting& routing, volatile int64_t* next,
                                                    typename Storage::KPipeline& k_ring,

@@ -4,9 +4,9 @@
 // (prefill_kernel.cuh) run one work tile per CTA, from the block index (BlockInfo::init).
 //
 // The persistent kernel (prefill_kernel_ws.cuh): its producer takes the CTA's work tiles, tile
-// blockIdx.x first, then with the launch's counters the next tile no CTA has taken yet, claimed as
-// it starts a tile's last step (PersistentTiles::take), so a CTA that drew short causal tiles takes
-// more; without them tile t + gridDim.x. It hands each tile to the consumers and quantizers through
+// blockIdx.x first, then with the launch's counters the next tile no CTA has taken yet, claimed
+// before it issues the copies of its current tile's last step (PersistentTiles::take), so a CTA
+// that drew short causal tiles takes more; without them tile t + gridDim.x. It hands each tile to the consumers and quantizers through
 // shared memory (WorkTileSlot). The (head, sequence) pairs are cut into sections of kSectionPairs
 // consecutive heads; a section's tiles run one after another, highest query tile first across the
 // section's pairs. So the CTAs running at one time stream the K/V of a few KV heads, which L2 holds
@@ -43,8 +43,9 @@ struct PersistentTiles {
   static constexpr int kSectionPairs = 8;
   int query_tiles;  // ceil(max_seqlen_q / BLOCK_M)
   int heads, batch;
-  // The launch's two counters (PrefillParams::work_tile_counters): tiles taken past the first
-  // gridDim.x, and CTAs done. Null: the static stride.
+  // The launch's two counters (PrefillParams::work_tile_counters): take() calls (a launch ends
+  // with count() of them: the tiles past the first gridDim.x and each CTA's last, past the end),
+  // and CTAs done. Null: the static stride.
   unsigned long long* counters;
 
   __device__ __forceinline__ int64_t count() const { return static_cast<int64_t>(query_tiles) * heads * batch; }

@@ -249,7 +249,8 @@ TEST_CASE("the warp-specialized kernel's CTAs take work tiles as they free up: t
           "[gpu][prefill]") {
   // Causal varlen with an empty sequence and more work tiles than SMs (several per CTA, of
   // unequal lengths), d 128 and 64; each call twice with the counters (the second finds them as
-  // the first left them), then in the static order.
+  // the first left them), then in the static order. Both shapes have more work tiles with rows
+  // than the GPU has SMs (448 and 144 against 132).
   const std::vector<Problem> problems = {
       {"causal varlen d128 GQA4, 448 work tiles", 16, 4, 128, true, {1000, 0, 300, 2100}, {1000, 0, 300, 2100},
        InputKind::llm_like},
@@ -287,6 +288,14 @@ TEST_CASE("the warp-specialized kernel's CTAs take work tiles as they free up: t
       CHECK(std::none_of(static_order.o.begin(), static_order.o.end(),
                          [](uint16_t h) { return (h & 0x7c00u) == 0x7c00u; }));
     }
+    // The counters reach the kernel: set past every tile, each CTA runs its first tile alone, so
+    // rows stay poisoned (NaN), and the call still leaves the counters zero.
+    gpu.set_dynamic_work_tiles(true);
+    gpu.set_work_tile_counters({uint64_t{1} << 40, 0});
+    const KernelOutput first_tiles_only = gpu.flash(numerics());
+    CHECK(std::any_of(first_tiles_only.o.begin(), first_tiles_only.o.end(),
+                      [](uint16_t h) { return (h & 0x7c00u) == 0x7c00u; }));
+    CHECK(gpu.work_tile_counters() == std::vector<uint64_t>{0, 0});
   }
 }
 
