@@ -6,15 +6,16 @@
 // The persistent kernel (prefill_kernel_ws.cuh): its producer takes the CTA's work tiles, tile
 // blockIdx.x first, then with the launch's counters the next tile no CTA has taken yet, claimed
 // before it issues the copies of its current tile's last step (PersistentTiles::take), so a CTA
-// that drew short causal tiles takes more; without them tile t + gridDim.x. It hands each tile to the consumers and quantizers through
-// shared memory (WorkTileSlot). The (head, sequence) pairs are cut into sections of kSectionPairs
-// consecutive heads; a section's tiles run one after another, highest query tile first across the
-// section's pairs. So the CTAs running at one time stream the K/V of a few KV heads, which L2 holds
-// (with query tiles slowest across all pairs, 132 CTAs streamed 44 KV heads at 16k tokens), and
-// under a causal mask the longest query tiles start first (with query tiles fastest, a CTA's tiles
-// repeated four query tile positions and the causal rows at 2k ran 10-12% longer). With the static
-// stride alone one CTA drew up to 1.2x the mean work under a causal mask at 1k-2k (132 CTAs, 8 x 24
-// heads: scripts/work_tile_balance.py; the measurement: docs/perf/prefill.md).
+// that drew short causal tiles takes more; without them tile t + gridDim.x. It hands each tile to
+// the consumers and quantizers through shared memory (WorkTileSlot). The (head, sequence) pairs are
+// cut into sections of kSectionPairs consecutive heads; a section's tiles run one after another,
+// highest query tile first across the section's pairs. So the CTAs running at one time stream the
+// K/V of a few KV heads, which L2 holds (with query tiles slowest across all pairs, 132 CTAs
+// streamed 44 KV heads at 16k tokens), and under a causal mask the longest query tiles start first
+// (with query tiles fastest, a CTA's tiles repeated four query tile positions and the causal rows
+// at 2k ran 10-12% longer). With the static stride alone one CTA drew up to 1.2x the mean work
+// under a causal mask at 1k-2k (132 CTAs, 8 x 24 heads: scripts/work_tile_balance.py; the
+// measurement: docs/perf/prefill.md).
 #include <cstdint>
 
 #include "kernels/common/tile_routes.cuh"
