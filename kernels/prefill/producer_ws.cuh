@@ -34,19 +34,19 @@ struct ProducerWs {
     auto k_ring = Storage::k_pipeline(smem);
     auto v_ring = Storage::v_pipeline(smem);
     auto q_ring = Storage::q_pipeline(smem);
-    // The CTA's next tile, in shared memory: held in a register across a tile's copies, the
-    // counter's value made ptxas spill up to 92 bytes of the producer's 24 registers.
+    // The CTA's next tile, in shared memory: the static order's before a tile's copies, a claimed
+    // one once they are issued (the atomic's wait then lies under the consumers' last steps).
+    // Whatever lives in a register across the copies makes ptxas spill up to 112 bytes of the
+    // producer's 24 registers.
     volatile int64_t* next = Storage::next_tile(smem);
     for (int64_t t = w.tiles.first(); t < w.tiles.count(); t = *next) {
-      // The static order's next tile; with counters copy_tile takes one, or for a tile with no row
-      // or no step the take below.
       if (!w.tiles.dynamic()) *next = t + gridDim.x;
       BlockInfo blk;
       TileRouting routing;
-      const bool has_rows =
-          w.tiles.template work_tile<Cfg::kBlockM, Cfg::kRouteTileN, Kernel::kRouted>(w.p, t, blk, routing);
-      if (has_rows) copy_tile(w, smem, blk, routing, next, k_ring, v_ring, q_ring);
-      if (w.tiles.dynamic() && (!has_rows || Kernel::steps(blk) == 0)) *next = w.tiles.take();
+      if (w.tiles.template work_tile<Cfg::kBlockM, Cfg::kRouteTileN, Kernel::kRouted>(w.p, t, blk, routing)) {
+        copy_tile(w, smem, blk, routing, k_ring, v_ring, q_ring);
+      }
+      if (w.tiles.dynamic()) *next = w.tiles.take();
     }
     // The end of the CTA's tiles, through the slot once its readers are done with the last tile.
     q_ring.acquire();
@@ -56,13 +56,9 @@ struct ProducerWs {
   }
 
   // One work tile: the tile into the slot and Q, once the consumers are done with the previous
-  // tile's Q and Q8 (and every reader with the slot), then each step's K and V. With counters, the
-  // CTA's next tile is taken into `next` before the last step's copies: late enough that the CTAs
-  // which free up first take the remaining tiles. The producer waits for the counter there, before
-  // it issues that step's K and V (up to two steps ahead of the consumers; for a tile of one step,
-  // right after its Q).
+  // tile's Q and Q8 (and every reader with the slot), then each step's K and V.
   __device__ __forceinline__ static void copy_tile(const KernelParamsWs& w, char* smem, const BlockInfo& blk,
-                                                   const TileRouting& routing, volatile int64_t* next,
+                                                   const TileRouting& routing,
                                                    typename Storage::KPipeline& k_ring,
                                                    typename Storage::VPipeline& v_ring,
                                                    typename Storage::QPipeline& q_ring) {
@@ -84,7 +80,6 @@ struct ProducerWs {
     const int steps = Kernel::steps(blk);
     TileRoutes routes(routing.word, routing.group, 0);
     for (int n = 0; n < steps; ++n) {
-      if (n == steps - 1 && w.tiles.dynamic()) *next = w.tiles.take();
       StepRoutes step;
       step.template next<Kernel::kRouted>(routes, blk, n);
       const int key = k_token0 + n * Cfg::kBlockN;

@@ -5,7 +5,7 @@
 //
 // The persistent kernel (prefill_kernel_ws.cuh): its producer takes the CTA's work tiles, tile
 // blockIdx.x first, then with the launch's counters the next tile no CTA has taken yet, claimed
-// before it issues the copies of its current tile's last step (PersistentTiles::take), so a CTA
+// once it issued the copies of its current tile's last step (PersistentTiles::take), so a CTA
 // that drew short causal tiles takes more; without them tile t + gridDim.x. It hands each tile to
 // the consumers and quantizers through shared memory (WorkTileSlot). The (head, sequence) pairs are
 // cut into sections of kSectionPairs consecutive heads; a section's tiles run one after another,
@@ -88,13 +88,18 @@ struct PersistentTiles {
   }
 
   // The producer's walk (one thread per CTA): first(), then per tile the next one, the static
-  // order's (t + gridDim.x) or with counters one that take() claims, until a tile >= count(); then
-  // finish(). Every CTA's last take() is past the end, so a launch takes count() values of the
-  // first counter in all.
+  // order's (t + gridDim.x) or with counters the one take() claims once the tile's copies are
+  // issued, until a tile >= count(); then finish(). Every CTA's last take() is past the end, so a
+  // launch takes count() values of the first counter in all.
   __device__ __forceinline__ int64_t first() const { return blockIdx.x; }
   __device__ __forceinline__ bool dynamic() const { return counters != nullptr; }
+  // The next tile no CTA has claimed, or count() once all are: a counter that was not zero at the
+  // launch skips tiles but never yields an index outside them.
   __device__ __forceinline__ int64_t take() const {
-    return static_cast<int64_t>(gridDim.x) + static_cast<int64_t>(atomicAdd(counters, 1ull));
+    const int64_t grid = gridDim.x;
+    const unsigned long long left = count() > grid ? static_cast<unsigned long long>(count() - grid) : 0ull;
+    const unsigned long long taken = atomicAdd(counters, 1ull);
+    return taken < left ? grid + static_cast<int64_t>(taken) : count();
   }
   // After the CTA's last take(): the CTA that finishes last puts both counters back to zero for
   // the next launch (every other CTA took its last tile before it counted itself done).

@@ -289,12 +289,17 @@ TEST_CASE("the warp-specialized kernel's CTAs take work tiles as they free up: t
       CHECK(std::none_of(static_order.o.begin(), static_order.o.end(), not_finite));
     }
     // The counters reach the kernel: set past every tile, each CTA runs its first tile alone, so
-    // rows stay poisoned (NaN), and the call still leaves the counters zero.
+    // rows stay poisoned (NaN), and the call still leaves the counters zero. Near 2^64 the
+    // claimed index would wrap around to tiles already run (and every row would be written)
+    // unless take() clamps it.
     gpu.set_dynamic_work_tiles(true);
-    gpu.set_work_tile_counters({uint64_t{1} << 40, 0});
-    const KernelOutput first_tiles_only = gpu.flash(numerics());
-    CHECK(std::any_of(first_tiles_only.o.begin(), first_tiles_only.o.end(), not_finite));
-    CHECK(gpu.work_tile_counters() == std::vector<uint64_t>{0, 0});
+    for (const uint64_t taken : {uint64_t{1} << 40, uint64_t{1} << 63, ~uint64_t{0} - 3}) {
+      INFO(pr.name << ": counter set to " << taken);
+      gpu.set_work_tile_counters({taken, 0});
+      const KernelOutput first_tiles_only = gpu.flash(numerics());
+      CHECK(std::any_of(first_tiles_only.o.begin(), first_tiles_only.o.end(), not_finite));
+      CHECK(gpu.work_tile_counters() == std::vector<uint64_t>{0, 0});
+    }
   }
 }
 
