@@ -87,10 +87,11 @@ PrefillEmulation prefill_emulation(PrefillMainloop mainloop);
 // The mainloop a call asking for `mainloop` runs on, on a GPU of compute capability `cc`.
 // Below sm_90 (or past it) automatic takes mma_sync, the one kernel built for every GPU. On sm_90
 // it takes the faster kernel of results/h100/prefill-mainloops.json (every d, accumulation, L
-// 1k-16k, causal and not): warp_specialized for flash_fp16 (0.63-0.95x the older kernels' time)
-// and for tilemix with quantize_once (0.60-1.10x, above 1.0 in 6 of 72 rows, all causal at 1k or
-// 4k), but wgmma (the mma.sync kernel at d = 64 or with fp16 accumulation) for on_the_fly, where
-// the warp-specialized kernel's three quantizer warps take 1.16-2.29x their time. FP8 P V (pv fp8
+// 1k-16k, causal and not; tests/apps/common/test_gpu_support.cpp holds the choice to it):
+// warp_specialized for flash_fp16 (0.62-0.88x the older kernels' time) and for tilemix with
+// quantize_once (0.62-0.93x), but wgmma (the mma.sync kernel at d = 64 or with fp16 accumulation)
+// for on_the_fly, where the warp-specialized kernel's three quantizer warps take 1.24-2.14x their
+// time. FP8 P V (pv fp8
 // / routed) runs on warp_specialized alone (wgmma and mma_sync are refused).
 inline PrefillMainloop flash_mainloop(PrefillMainloop mainloop, ComputeCapability cc = {}) {
   if (mainloop != PrefillMainloop::automatic) return mainloop;

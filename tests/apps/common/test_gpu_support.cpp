@@ -1,15 +1,23 @@
 // The prefill mainloop each GPU generation runs, and which cases a GPU refuses before any runs,
 // with made-up compute capabilities: sm_80 and sm_89 (the mma.sync kernel alone), sm_90 (every
-// kernel) and sm_100 (sm_90a code does not run there).
+// kernel) and sm_100 (sm_90a code does not run there); and auto's choice on sm_90 against the
+// committed measurement of both sm_90 mainloops.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "apps/common/gpu_support.hpp"
 #include "core/config/experiment.hpp"
 #include "core/error.hpp"
+#include "core/problem.hpp"
 #include "tilemix/attention.hpp"
 
 using namespace tilemix;
@@ -90,4 +98,50 @@ TEST_CASE("a GPU refuses the cases it cannot run, naming the GPU and the mainloo
   CHECK_NOTHROW(app::require_case_runs_on(decode_case("wgmma"), kH100, gpu));
   CHECK_THROWS_WITH(app::require_case_runs_on(decode_case("wgmma"), kL40S, gpu),
                     Contains("$.cases[0].mainloop") && Contains("sm_89"));
+}
+
+TEST_CASE("on sm_90 auto takes the faster mainloop of every case in results/h100/prefill-mainloops.json", "[cases]") {
+  // Each case of the committed run (every d, accumulation, L, causal and mode) timed on both
+  // sm_90 mainloops in one process: the one auto resolves to must be the faster, or within 5% of
+  // it (the run's own spread between repetitions of a row reaches a few percent at 1k).
+  const std::string path = std::string(TILEMIX_SOURCE_DIR) + "/results/h100/prefill-mainloops.json";
+  std::ifstream file(path);
+  REQUIRE(file);
+  const nlohmann::json run = nlohmann::json::parse(file);
+  // (case without its mainloop, method) -> mainloop -> median time; and the numerics of the case.
+  std::map<std::pair<std::string, std::string>, std::map<std::string, double>> times;
+  std::map<std::pair<std::string, std::string>, QuantMode> modes;
+  for (const auto& row : run.at("rows")) {
+    const std::string method = row.at("method");
+    if (method != "tilemix" && method != "flash_fp16") continue;
+    REQUIRE(row.at("status") == "ok");
+    std::string rest, mainloop;
+    std::istringstream parts(row.at("case").get<std::string>());
+    for (std::string part; std::getline(parts, part, '/');) {
+      if (part.rfind("mainloop=", 0) == 0) {
+        mainloop = part.substr(9);
+      } else {
+        rest += "/" + part;
+      }
+    }
+    REQUIRE(!mainloop.empty());
+    const auto key = std::make_pair(rest, method);
+    times[key][mainloop] = row.at("median_ms");
+    const auto mode = method == "tilemix" ? parse_enum(kQuantModeNames, row.at("mode").get<std::string>())
+                                         : std::optional<QuantMode>(QuantMode::quantize_once);
+    REQUIRE(mode.has_value());
+    modes[key] = *mode;
+  }
+  REQUIRE(times.size() >= 100);
+  for (const auto& [key, by_mainloop] : times) {
+    INFO(key.second << " " << key.first);
+    REQUIRE(by_mainloop.size() == 2);
+    const PrefillMainloop chosen = key.second == "flash_fp16"
+                                       ? gpu::flash_mainloop(PrefillMainloop::automatic, kH100)
+                                       : gpu::tilemix_mainloop(PrefillMainloop::automatic, numerics_of(modes.at(key)), kH100);
+    const double fastest = std::min(by_mainloop.at("wgmma"), by_mainloop.at("warp_specialized"));
+    const double taken = by_mainloop.at(std::string(to_string(chosen)));
+    INFO("auto's " << to_string(chosen) << " " << taken << " ms, the faster " << fastest << " ms");
+    CHECK(taken <= 1.05 * fastest);
+  }
 }
