@@ -94,7 +94,8 @@ struct PersistentTiles {
   __device__ __forceinline__ int64_t first() const { return blockIdx.x; }
   __device__ __forceinline__ bool dynamic() const { return counters != nullptr; }
   // The next tile no CTA has claimed, or count() once all are: a counter that was not zero at the
-  // launch skips tiles but never yields an index outside them.
+  // launch skips tiles (within a few claims of 2^64 it wraps, and tiles run again) but never
+  // yields an index outside them.
   __device__ __forceinline__ int64_t take() const {
     const int64_t grid = gridDim.x;
     const unsigned long long left = count() > grid ? static_cast<unsigned long long>(count() - grid) : 0ull;

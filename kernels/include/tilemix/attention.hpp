@@ -91,8 +91,7 @@ PrefillEmulation prefill_emulation(PrefillMainloop mainloop);
 // warp_specialized for flash_fp16 (0.62-0.88x the older kernels' time) and for tilemix with
 // quantize_once (0.62-0.93x), but wgmma (the mma.sync kernel at d = 64 or with fp16 accumulation)
 // for on_the_fly, where the warp-specialized kernel's three quantizer warps take 1.24-2.14x their
-// time. FP8 P V (pv fp8
-// / routed) runs on warp_specialized alone (wgmma and mma_sync are refused).
+// time. FP8 P V (pv fp8 / routed) runs on warp_specialized alone (wgmma and mma_sync are refused).
 inline PrefillMainloop flash_mainloop(PrefillMainloop mainloop, ComputeCapability cc = {}) {
   if (mainloop != PrefillMainloop::automatic) return mainloop;
   return cc.runs_sm90a() ? PrefillMainloop::warp_specialized : PrefillMainloop::mma_sync;
