@@ -12,10 +12,14 @@
 #   scripts/device_batch.sh run [STEP...]   (on the GPU machine, from the repository root)
 #                                   unpacks the binaries, runs the steps and leaves logs and JSON
 #                                   in $OUT (default out/)
-# Steps: info gpu-tests check sanitizer sanitizer-decode bench ab profile pack (default: all but
-# bench, ab, profile and pack). CHECK_CONFIGS, BENCH_CONFIGS, AB_CONFIGS and PROFILE_CONFIGS name
+# Steps: unpack info gpu-tests check sanitizer sanitizer-decode bench ab profile pack (default: all
+# but unpack, bench, ab, profile and pack; every run unpacks the binaries first, and `unpack` alone
+# does only that, for commands of one's own after it: a call carries .device-bin anew, compressed).
+# CHECK_CONFIGS, BENCH_CONFIGS, AB_CONFIGS and PROFILE_CONFIGS name
 # the configs to run: NAME stands for configs/check/NAME.json, configs/bench/NAME.json,
-# configs/bench/ab/NAME.json and configs/bench/profile/NAME.json. `ab` runs each AB_CONFIGS
+# configs/bench/ab/NAME.json and configs/bench/profile/NAME.json; BENCH_ARGS are further
+# tilemix-bench options for `bench` (such as --deviation, or --shard K/N with BENCH_SUFFIX=-K: the
+# files are bench-NAME$BENCH_SUFFIX.*). `ab` runs each AB_CONFIGS
 # config with the base and each build of AB_BUILDS (default `new`, the current tilemix-bench) in
 # turn, AB_REPS (default 2) times each, in one process per run: a same-run A/B (compare with
 # scripts/ab_compare.py). `profile` runs scripts/profile_prefill.sh on each PROFILE_CONFIGS config
@@ -83,6 +87,7 @@ run_steps() {
   for step in "${steps[@]}"; do
     echo "=== $step"
     case "$step" in
+      unpack) ;;
       info)
         nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
         "$stage_dir"/tilemix-bench --list ;;
@@ -138,10 +143,11 @@ run_steps() {
         echo "packed into $out/results.tgz" ;;
       bench)
         for name in ${BENCH_CONFIGS:-quick}; do
-          local rc=0
-          "$stage_dir"/tilemix-bench --config configs/bench/"$name".json --device gpu --format md \
-            --out "$out"/bench-"$name".json > "$out"/bench-"$name".md 2>"$out"/bench-"$name".err || rc=$?
-          echo "$name: exit $rc"; tail -2 "$out"/bench-"$name".err
+          local rc=0 file="$out"/bench-"$name"${BENCH_SUFFIX:-}
+          # shellcheck disable=SC2086  # BENCH_ARGS: options, split at spaces
+          "$stage_dir"/tilemix-bench --config configs/bench/"$name".json --device gpu ${BENCH_ARGS:-} --format md \
+            --out "$file".json > "$file".md 2>"$file".err || rc=$?
+          echo "$name: exit $rc"; tail -2 "$file".err
         done ;;
       *) echo "unknown step $step" >&2; exit 2 ;;
     esac
@@ -153,5 +159,5 @@ case "${1:-}" in
   stage-ab) shift; stage_ab "$@" ;;
   stage-build) shift; stage_build "$@" ;;
   run) shift; run_steps "$@" ;;
-  *) echo "usage: $0 stage | stage-ab REV | stage-build NAME | run [info gpu-tests check sanitizer sanitizer-decode bench ab profile pack]" >&2; exit 2 ;;
+  *) echo "usage: $0 stage | stage-ab REV | stage-build NAME | run [unpack info gpu-tests check sanitizer sanitizer-decode bench ab profile pack]" >&2; exit 2 ;;
 esac
