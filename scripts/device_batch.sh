@@ -15,17 +15,16 @@
 # Steps: unpack info gpu-tests check sanitizer sanitizer-decode bench ab profile pack (default: all
 # but unpack, bench, ab, profile and pack; every run unpacks the binaries first, and `unpack` alone
 # does only that, for commands of one's own after it: a call carries .device-bin anew, compressed).
-# CHECK_CONFIGS, BENCH_CONFIGS, AB_CONFIGS and PROFILE_CONFIGS name
-# the configs to run: NAME stands for configs/check/NAME.json, configs/bench/NAME.json,
-# configs/bench/ab/NAME.json and configs/bench/profile/NAME.json; BENCH_ARGS are further
-# tilemix-bench options for `bench` (such as --deviation, or --shard K/N with BENCH_SUFFIX=-K: the
-# files are bench-NAME$BENCH_SUFFIX.*). `ab` runs each AB_CONFIGS
-# config with the base and each build of AB_BUILDS (default `new`, the current tilemix-bench) in
-# turn, AB_REPS (default 2) times each, in one process per run: a same-run A/B (compare with
-# scripts/ab_compare.py). `profile` runs scripts/profile_prefill.sh on each PROFILE_CONFIGS config
-# (PROFILE_KERNELS: its kernel regex) into $OUT/ncu-NAME/. `pack` moves everything in $OUT into
-# one results.tgz (the device returns a few files per call). A failing step is reported and the
-# next one runs.
+# CHECK_CONFIGS, BENCH_CONFIGS, AB_CONFIGS and PROFILE_CONFIGS name the configs to run: NAME stands
+# for configs/check/NAME.json, configs/bench/NAME.json, configs/bench/ab/NAME.json and
+# configs/bench/profile/NAME.json. BENCH_ARGS are further tilemix-bench options for `bench` (such as
+# --deviation, or --shard K/N with BENCH_SUFFIX=-K: the files are bench-NAME$BENCH_SUFFIX.*). `ab`
+# runs each AB_CONFIGS config with the base and each build of AB_BUILDS (default `new`, the current
+# tilemix-bench) in turn, AB_REPS (default 2) times each, in one process per run: a same-run A/B
+# (compare with scripts/ab_compare.py). `profile` runs scripts/profile_prefill.sh on each
+# PROFILE_CONFIGS config (PROFILE_KERNELS: its kernel regex) into $OUT/ncu-NAME/. `pack` moves
+# everything in $OUT into one results.tgz (the device returns a few files per call). A failing step
+# is reported and the next one runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stage_dir=.device-bin
