@@ -165,6 +165,7 @@ MergedOutput merge_shards(const std::vector<ShardOutput>& shards, bool allow_par
   std::vector<PlacedRow> placed;
   nlohmann::json shard_provenance = nlohmann::json::array();
   bool same_device = true;
+  std::vector<std::string> measured_by;  // the shards' builds, each once, in shard order
   for (const auto& [k, s] : by_index) {
     const nlohmann::json& cases = shard_of(*s).at("cases");
     for (const nlohmann::json& row : s->rows) placed.push_back({cases.at(row.at("case").get<std::string>()), &row});
@@ -174,16 +175,20 @@ MergedOutput merge_shards(const std::vector<ShardOutput>& shards, bool allow_par
     shard_provenance.push_back(std::move(prov));
     same_device = same_device && s->provenance.value("device", nlohmann::json()) ==
                                      first.provenance.value("device", nlohmann::json());
+    const std::string sha = s->provenance.value("git_sha", "?");
+    if (std::find(measured_by.begin(), measured_by.end(), sha) == measured_by.end()) measured_by.push_back(sha);
   }
   std::stable_sort(placed.begin(), placed.end(),
                    [](const PlacedRow& a, const PlacedRow& b) { return a.position < b.position; });
   nlohmann::json rows = nlohmann::json::array();
   for (const PlacedRow& p : placed) rows.push_back(*p.row);
 
+  // git_sha names the build that measured the rows: the shards' own, joined with " + " where they
+  // differ. merge.git_sha is the build that merged them.
   nlohmann::json provenance = {
       {"tool", "tilemix-bench"},
       {"version", tool_version()},
-      {"git_sha", git_sha()},
+      {"git_sha", fmt::format("{}", fmt::join(measured_by, " + "))},
       {"argv", argv},
       {"config_path", first.provenance.value("config_path", "")},
       {"config", first.provenance.at("config")},
@@ -191,7 +196,8 @@ MergedOutput merge_shards(const std::vector<ShardOutput>& shards, bool allow_par
       {"time_utc", utc_time()},
       {"device", same_device ? first.provenance.value("device", nlohmann::json()) : nlohmann::json()},
       {"merge",
-       {{"shard_count", count},
+       {{"git_sha", git_sha()},
+        {"shard_count", count},
         {"partial", !out.missing.empty() || !out.unfinished.empty()},
         {"missing", out.missing},
         {"unfinished", out.unfinished},

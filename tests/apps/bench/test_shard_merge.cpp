@@ -22,6 +22,7 @@
 #include "apps/common/table_columns.hpp"
 #include "core/config/experiment.hpp"
 #include "core/error.hpp"
+#include "core/report/table.hpp"
 #include "tests/apps/run_command.hpp"
 
 namespace fs = std::filesystem;
@@ -134,6 +135,9 @@ TEST_CASE("merge puts every shard's rows back in the unsharded order and keeps e
     CHECK(p.at("device") == nlohmann::json({{"kind", "cpu"}}));
     CHECK(p.at("merge").at("partial") == false);
     CHECK(p.at("merge").at("shard_count") == 3);
+    // The builds that measured the rows, in shard order; the merging build apart.
+    CHECK(p.at("git_sha") == "abc1 + abc2 + abc3");
+    CHECK(p.at("merge").at("git_sha") == git_sha());
     const nlohmann::json& kept = p.at("merge").at("shards");
     REQUIRE(kept.size() == 3);
     for (int k = 1; k <= 3; ++k) {
@@ -389,6 +393,7 @@ TEST_CASE("tilemix-bench --shard runs and merge joins the CPU emulator sweep as 
   // 4 shards of 3 groups: one shard is empty, and merges as such.
   const auto [doc, inputs] = shard_and_merge(dir, config, 4, "cpu_ms");
   CHECK(doc.at("rows").size() == 6);
+  CHECK(doc.at("provenance").at("git_sha") == git_sha());  // every shard ran this build
   int empty = 0;
   for (const auto& s : doc.at("provenance").at("merge").at("shards")) empty += s.at("shard").at("cases").empty();
   CHECK(empty == 1);
