@@ -3,12 +3,14 @@
 profile_prefill.sh write it as CSV, the latter gzipped) for one kernel: warp instructions per warp
 and loop trip, stall samples by reason, and per opcode, and the hottest instructions.
 
-Usage: scripts/ncu_sass_summary.py SASS_CSV KERNEL_SUBSTRING [--nth N] [--trips N] [--top K] [--function]
+Usage: scripts/ncu_sass_summary.py SASS_CSV KERNEL_SUBSTRING [--nth N] [--trips N] [--top K] [--reason R]
+                                   [--function]
 
 --nth picks the N-th launch (from 0) whose name holds KERNEL_SUBSTRING. --trips is the number of
 executions that marks an instruction as part of the main loop (warps x tiles; for the decode
 kernels at 16k x batch 8, 4 warps x 16384 tiles = 65536): instructions run at least 90% that often
-are counted as the loop, and their counts are divided by it. --function instead accounts for the
+are counted as the loop, and their counts are divided by it. --reason (a stall reason such as
+`wait`) adds the loop's samples of that reason per opcode. --function instead accounts for the
 kernel's called function (a __noinline__ one, such as the prefill consumers' Q8 coding: from the
 target of the call that runs most often to its first RET), split at its barriers: per part, the
 stall samples, the warp instructions per call and the top stall reasons.
@@ -78,6 +80,7 @@ def main():
     parser.add_argument("--trips", type=int, default=65536)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--nth", type=int, default=0)
+    parser.add_argument("--reason", help="a stall reason (wait, dispatch, ...): its loop samples per opcode")
     parser.add_argument("--function", action="store_true")
     args = parser.parse_args()
 
@@ -111,13 +114,20 @@ def main():
     print("stall reasons: " + ", ".join(f"{k} {100 * v / max(samples, 1):.1f}%" for k, v in by_reason.most_common(10)))
     by_opcode = collections.Counter()
     opcode_samples = collections.Counter()
-    for source, executed, s, _ in loop:
+    opcode_reason = collections.Counter()
+    for source, executed, s, r in loop:
         words = source.split()
         opcode = (words[1] if words[0].startswith("@") else words[0]).split(".")[0]
         by_opcode[opcode] += executed / args.trips
         opcode_samples[opcode] += s
+        if args.reason:
+            opcode_reason[opcode] += num(r, "stall_" + args.reason)
     print("loop opcodes (per warp and trip / stall samples):")
     print("  " + "  ".join(f"{k} {v:.0f}/{opcode_samples[k]}" for k, v in by_opcode.most_common(40)))
+    if args.reason:
+        total = sum(opcode_reason.values())
+        print(f"loop samples of stall reason {args.reason}: {total}, by opcode:")
+        print("  " + "  ".join(f"{k} {v} ({100 * v / max(total, 1):.0f}%)" for k, v in opcode_reason.most_common(12)))
     print(f"hottest {args.top} instructions (executions, samples, top stall reasons):")
     for source, executed, s, r in sorted(rows, key=lambda x: -x[2])[: args.top]:
         top = sorted(((num(r, n), n[len("stall_"):]) for n in stalls), reverse=True)[:2]
