@@ -4,13 +4,16 @@ profile_prefill.sh write it as CSV, the latter gzipped) for one kernel: warp ins
 and loop trip, stall samples by reason, and per opcode, and the hottest instructions.
 
 Usage: scripts/ncu_sass_summary.py SASS_CSV KERNEL_SUBSTRING [--nth N] [--trips N] [--top K] [--reason R]
-                                   [--function]
+                                   [--span FROM TO] [--function]
 
 --nth picks the N-th launch (from 0) whose name holds KERNEL_SUBSTRING. --trips is the number of
 executions that marks an instruction as part of the main loop (warps x tiles; for the decode
 kernels at 16k x batch 8, 4 warps x 16384 tiles = 65536): instructions run at least 90% that often
 are counted as the loop, and their counts are divided by it. --reason (a stall reason such as
-`wait`) adds the loop's samples of that reason per opcode. --function instead accounts for the
+`wait`) adds the loop's samples of that reason per opcode. --span FROM TO adds the loop's
+instructions from the first whose source holds FROM (itself not counted) to the first after it that
+holds TO (not counted): instructions per trip and their share of the loop's stall samples. --function
+instead accounts for the
 kernel's called function (a __noinline__ one, such as the prefill consumers' Q8 coding: from the
 target of the call that runs most often to its first RET), split at its barriers: per part, the
 stall samples, the warp instructions per call and the top stall reasons.
@@ -81,6 +84,7 @@ def main():
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--nth", type=int, default=0)
     parser.add_argument("--reason", help="a stall reason (wait, dispatch, ...): its loop samples per opcode")
+    parser.add_argument("--span", nargs=2, metavar=("FROM", "TO"), help="the loop's instructions between two")
     parser.add_argument("--function", action="store_true")
     args = parser.parse_args()
 
@@ -128,6 +132,14 @@ def main():
         total = sum(opcode_reason.values())
         print(f"loop samples of stall reason {args.reason}: {total}, by opcode:")
         print("  " + "  ".join(f"{k} {v} ({100 * v / max(total, 1):.0f}%)" for k, v in opcode_reason.most_common(12)))
+    if args.span:
+        start = next(i for i, x in enumerate(loop) if args.span[0] in x[0])
+        end = next(i for i in range(start + 1, len(loop)) if args.span[1] in loop[i][0])
+        inside = loop[start + 1 : end]
+        span_samples = sum(s for _, _, s, _ in inside)
+        print(f"span {args.span[0]} .. {args.span[1]}: {sum(e for _, e, _, _ in inside) / args.trips:.0f} warp "
+              f"instructions per trip, {span_samples} stall samples ({100 * span_samples / max(loop_samples, 1):.1f}% "
+              "of the loop's)")
     print(f"hottest {args.top} instructions (executions, samples, top stall reasons):")
     for source, executed, s, r in sorted(rows, key=lambda x: -x[2])[: args.top]:
         top = sorted(((num(r, n), n[len("stall_"):]) for n in stalls), reverse=True)[:2]
