@@ -12,11 +12,11 @@ kernels at 16k x batch 8, 4 warps x 16384 tiles = 65536): instructions run at le
 are counted as the loop, and their counts are divided by it. --reason (a stall reason such as
 `wait`) adds the loop's samples of that reason per opcode. --span FROM TO adds the loop's
 instructions from the first whose source holds FROM (itself not counted) to the first after it that
-holds TO (not counted): instructions per trip and their share of the loop's stall samples. --function
-instead accounts for the
-kernel's called function (a __noinline__ one, such as the prefill consumers' Q8 coding: from the
-target of the call that runs most often to its first RET), split at its barriers: per part, the
-stall samples, the warp instructions per call and the top stall reasons.
+holds TO (not counted): instructions per trip and their share of the loop's stall samples.
+--function instead accounts for the kernel's called function (a __noinline__ one, such as the
+prefill consumers' Q8 coding: from the target of the call that runs most often to its first RET),
+split at its barriers: per part, the stall samples, the warp instructions per call and the top
+stall reasons.
 """
 import argparse
 import collections
@@ -98,6 +98,10 @@ def main():
     def num(row, name):
         return int(row[h[name]] or 0)
 
+    if args.reason and "stall_" + args.reason not in stalls:
+        sys.exit(f"no stall reason {args.reason!r} in {args.csv}: "
+                 + ", ".join(n[len("stall_"):] for n in stalls))
+
     rows = [(r[h["Source"]].strip(), num(r, "Instructions Executed"), num(r, "Warp Stall Sampling (All Samples)"), r)
             for r in kernel["rows"]]
     samples = sum(s for _, _, s, _ in rows)
@@ -133,8 +137,11 @@ def main():
         print(f"loop samples of stall reason {args.reason}: {total}, by opcode:")
         print("  " + "  ".join(f"{k} {v} ({100 * v / max(total, 1):.0f}%)" for k, v in opcode_reason.most_common(12)))
     if args.span:
-        start = next(i for i, x in enumerate(loop) if args.span[0] in x[0])
-        end = next(i for i in range(start + 1, len(loop)) if args.span[1] in loop[i][0])
+        start = next((i for i, x in enumerate(loop) if args.span[0] in x[0]), None)
+        end = None if start is None else next(
+            (i for i in range(start + 1, len(loop)) if args.span[1] in loop[i][0]), None)
+        if end is None:
+            sys.exit(f"no loop instruction holding {args.span[1]!r} after one holding {args.span[0]!r}")
         inside = loop[start + 1 : end]
         span_samples = sum(s for _, _, s, _ in inside)
         print(f"span {args.span[0]} .. {args.span[1]}: {sum(e for _, e, _, _ in inside) / args.trips:.0f} warp "
