@@ -29,6 +29,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 stage_dir=.device-bin
 
+# What a call carries, the working tree (tracked files and untracked ones git does not ignore)
+# with the staged binaries, against the 64 MiB it may: a call over it is refused after the wait
+# for a machine, so it is told here.
+report_size() {
+  local tree staged limit=$((64 * 1024 * 1024))
+  tree=$(git ls-files -z --cached --others --exclude-standard | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+  staged=$(du -sb "$stage_dir" | cut -f1)
+  echo "a call carries $(((tree + staged) / 1048576)) MiB of 64: the working tree $((tree / 1048576))," \
+       "$stage_dir $((staged / 1048576))" >&2
+  if ((tree + staged > limit)); then
+    echo "over the limit: leave a binary out of $stage_dir (tilemix-check, a side of the A/B)" >&2
+  fi
+}
+
 stage() {
   BUILD_DIR=${BUILD_DIR:-build} scripts/setup.sh -DTILEMIX_CUDA=ON >&2
   local b=${BUILD_DIR:-build}
@@ -36,7 +50,7 @@ stage() {
   cp "$b"/apps/tilemix-check "$b"/apps/tilemix-bench "$b"/tests/kernels/tilemix_gpu_tests "$stage_dir"/
   cp "$(g++ -print-file-name=libgomp.so.1)" "$stage_dir"/
   xz -9 -T2 "$stage_dir"/tilemix*
-  du -sh "$stage_dir"
+  report_size
 }
 
 stage_build() {
@@ -45,7 +59,7 @@ stage_build() {
   [[ $name =~ ^[A-Za-z]([A-Za-z0-9_]*[A-Za-z_])?$ && $name != base ]] ||
     { echo "NAME: letters, digits and _, a letter or _ last, not base (got $name)" >&2; exit 2; }
   xz -9 -T2 -c "${BUILD_DIR:-build}"/apps/tilemix-bench > "$stage_dir"/tilemix-bench-"$name".xz
-  du -sh "$stage_dir"
+  report_size
 }
 
 # The staged binaries, decompressed where they arrived compressed (xz, or Python's lzma where the
@@ -73,7 +87,7 @@ stage_ab() {
   xz -9 -T2 -c build-ab/build/apps/tilemix-bench > "$stage_dir"/tilemix-bench-base.xz
   git rev-parse --short "$rev" > "$stage_dir"/base-rev
   git worktree remove --force "$tree"  # the build folder stays for the next stage-ab
-  du -sh "$stage_dir"
+  report_size
 }
 
 run_steps() {
