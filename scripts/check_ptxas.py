@@ -8,7 +8,7 @@ spill is a warning the build passes too, and in a kernel that holds its accumula
 P in registers it puts local-memory traffic into every step. This recompiles the named CUDA
 sources with the build's own commands (compile_commands.json) plus -Xptxas -v into a scratch
 object, prints each serialized pipeline and, for the sources after --spill-free, each function
-that spills, and a line per source with the registers of its entry functions.
+that spills, and a line per source with the range of registers ptxas gave its functions.
 
 Usage: scripts/check_ptxas.py BUILD_DIR SOURCE... [--spill-free SOURCE...]
 SOURCE is a path relative to the repository root; every source is checked for serialized
@@ -41,7 +41,7 @@ def command_for(commands, source):
 
 
 def compile_verbose(build, commands, source):
-    """ptxas' -v output for `source`, or exits 2 naming why there is none."""
+    """ptxas' -v output for `source` and its entry functions, or exits 2 naming why there are none."""
     entry = command_for(commands, source)
     if entry is None:
         print(f"{source}: not in {build}/compile_commands.json")
@@ -55,10 +55,11 @@ def compile_verbose(build, commands, source):
     if run.returncode != 0:
         print(f"{source}: the compile failed (exit {run.returncode})\n{log[-4000:]}")
         sys.exit(2)
-    if not ENTRY.search(log):
+    entries = ENTRY.findall(log)
+    if not entries:
         print(f"{source}: ptxas compiled no entry function")
         sys.exit(2)
-    return log
+    return log, entries
 
 
 def main():
@@ -73,8 +74,7 @@ def main():
     commands = json.loads((build / "compile_commands.json").read_text())
     failures = 0
     for source in args[1:] + spill_free:
-        log = compile_verbose(build, commands, source)
-        entries = ENTRY.findall(log)
+        log, entries = compile_verbose(build, commands, source)
         serialized = [line.strip() for line in log.splitlines() if SERIALIZED.search(line)]
         for line in serialized:
             print(f"{source}: {line}")
